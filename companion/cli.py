@@ -1,0 +1,1 @@
+"""`hearth`: the companion's command line (placeholder replaced below)."""

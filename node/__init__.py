@@ -1,0 +1,1 @@
+"""The home side of Hearth: daemon, planner, backends, admission, pairing, discovery, CLI."""

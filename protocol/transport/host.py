@@ -1,0 +1,208 @@
+"""The one libp2p host factory every Hearth process uses.
+
+TCP + Noise + Yamux, the spec pnet protector keyed from a key store, the roster
+gate, no happy-eyeballs delay, no dial retries or peer blocking (Hearth decides
+when to retry), and dial failures classified into the codes of the error table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+
+import trio
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
+from libp2p import new_host
+from libp2p.abc import IHost, INetStream
+from libp2p.crypto.ed25519 import create_new_key_pair
+from libp2p.crypto.x25519 import create_new_key_pair as create_x25519_key_pair
+from libp2p.custom_types import TProtocol
+from libp2p.network.config import ConnectionConfig, RetryConfig
+from libp2p.peer.id import ID
+from libp2p.peer.peerinfo import PeerInfo
+from libp2p.security.noise.transport import PROTOCOL_ID as NOISE_PROTOCOL_ID
+from multiaddr import Multiaddr
+
+from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.protocol.wire.frames import DEFAULT_MAX_FRAME
+
+from .gate import Admit, GatedNoise, Liveness, NotAdmitted
+from .pnet import KeyMismatch, KeyRing, install_protector
+from .streams import FrameStream
+
+StreamHandler = Callable[[FrameStream], Awaitable[None]]
+DEFAULT_CONNECT_TIMEOUT = 5.0
+
+
+def _libp2p_keypair(identity: Ed25519PrivateKey):  # type: ignore[no-untyped-def]
+    seed = identity.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
+    return create_new_key_pair(seed)
+
+
+class HearthHost:
+    """A libp2p host admitted to one private network (current key set) and gated by
+    `admit` on the authenticated peer id."""
+
+    def __init__(
+        self,
+        identity: Ed25519PrivateKey,
+        keys: Callable[[], list[bytes]],
+        admit: Admit,
+        *,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        upgrade_timeout: float = 5.0,
+    ) -> None:
+        install_protector()
+        keypair = _libp2p_keypair(identity)
+        self.liveness = Liveness()
+        noise = GatedNoise(
+            keypair,
+            noise_privkey=create_x25519_key_pair().private_key,
+            admit=admit,
+            liveness=self.liveness,
+        )
+        config = ConnectionConfig(
+            max_connections_per_peer=1,  # no happy-eyeballs wait (~250 ms per dial)
+            inbound_upgrade_timeout=upgrade_timeout,
+            outbound_upgrade_timeout=upgrade_timeout,
+            dial_timeout=upgrade_timeout,
+        )
+        self.host: IHost = new_host(
+            key_pair=keypair,
+            sec_opt={NOISE_PROTOCOL_ID: noise},
+            muxer_preference="YAMUX",
+            connection_config=config,
+            enable_mDNS=False,
+        )
+        network = self.host.get_network()
+        self.keyring = KeyRing(keys)
+        network.psk = self.keyring  # type: ignore[attr-defined]
+        network.retry_config = RetryConfig(max_retries=0)  # type: ignore[attr-defined]
+        self.admit = admit
+        self.max_frame = max_frame
+        self.peer_id = str(self.host.get_id())
+
+    @contextlib.asynccontextmanager
+    async def run(self, listen: list[str]) -> AsyncIterator[HearthHost]:
+        """Listen on `listen` (multiaddrs) while the context is open."""
+        async with self.host.run(listen_addrs=[Multiaddr(a) for a in listen]):
+            yield self
+
+    def addrs(self) -> list[str]:
+        """Full multiaddrs of the listeners, ending in `/p2p/<peer id>`."""
+        return [str(a) for a in self.host.get_addrs()]
+
+    def handle(self, protocol: str, handler: StreamHandler, allow: Admit | None = None) -> None:
+        """Serve `protocol`; a peer refused by `allow` (default: the gate) gets a reset."""
+        check = allow or self.admit
+
+        async def on_stream(stream: INetStream) -> None:
+            frames = FrameStream(stream, self.max_frame)
+            if not check(frames.peer_id):
+                await frames.reset()
+                return
+            try:
+                await handler(frames)
+            finally:
+                await frames.close()
+
+        self.host.set_stream_handler(TProtocol(protocol), on_stream)
+
+    async def connect(
+        self, peer_id: str, addrs: list[str], timeout: float = DEFAULT_CONNECT_TIMEOUT
+    ) -> None:
+        """Connect to `peer_id` at any of `addrs`; errors carry Hearth codes."""
+        pid = ID.from_base58(peer_id)
+        if not addrs and not self.host.get_network().get_connections(pid):
+            raise HearthError(ErrorCode.UNREACHABLE, f"no known address for {peer_id}")
+        network = self.host.get_network()
+        with contextlib.suppress(Exception):
+            network.unblock_peer(pid)  # type: ignore[attr-defined]
+        maddrs = [Multiaddr(a.split("/p2p/")[0]) for a in addrs]
+        started = time.monotonic()
+        try:
+            with trio.fail_after(timeout):
+                await self.host.connect(PeerInfo(pid, maddrs))
+        except trio.TooSlowError as exc:
+            raise HearthError(
+                ErrorCode.TIMED_OUT, f"connecting to {peer_id} took over {timeout:g} s"
+            ) from exc
+        except Exception as exc:
+            if any(self._key_mismatch(m, started) for m in maddrs):
+                raise HearthError(
+                    ErrorCode.REFUSED, f"{peer_id}: swarm key mismatch suspected"
+                ) from exc
+            raise classify_dial_error(peer_id, exc) from exc
+
+    def _key_mismatch(self, addr: Multiaddr, since: float) -> bool:
+        try:
+            host, port = addr.value_for_protocol("ip4"), int(addr.value_for_protocol("tcp"))
+        except Exception:  # not an ip4/tcp address
+            return False
+        return self.keyring.mismatch_since(str(host), port, since)
+
+    async def open(
+        self, peer_id: str, protocol: str, addrs: list[str] | None = None
+    ) -> FrameStream:
+        """A new stream for `protocol` to `peer_id`, connecting first if needed."""
+        pid = ID.from_base58(peer_id)
+        if not self.host.get_network().get_connections(pid):
+            await self.connect(peer_id, addrs or [])
+        try:
+            stream = await self.host.new_stream(pid, [TProtocol(protocol)])
+        except Exception as exc:
+            raise classify_dial_error(peer_id, exc) from exc
+        return FrameStream(stream, self.max_frame)
+
+    async def disconnect(self, peer_id: str) -> None:
+        """Close every connection to `peer_id`."""
+        with contextlib.suppress(Exception):
+            await self.host.disconnect(ID.from_base58(peer_id))
+
+    def connected(self, peer_id: str) -> bool:
+        return bool(self.host.get_network().get_connections(ID.from_base58(peer_id)))
+
+    def quiet_for(self, peer_id: str) -> float | None:
+        """Seconds since bytes last arrived from `peer_id` (None if never connected)."""
+        last = self.liveness.last_rx(peer_id)
+        return None if last is None else time.monotonic() - last
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """`exc`, its causes and contexts, and the members of exception groups."""
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        e = todo.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        yield e
+        todo.extend(x for x in (e.__cause__, e.__context__) if x is not None)
+        if isinstance(e, BaseExceptionGroup):
+            todo.extend(e.exceptions)
+
+
+def classify_dial_error(peer_id: str, exc: BaseException) -> HearthError:
+    """Map whatever py-libp2p raised while dialling to a Hearth error code."""
+    chain = list(_chain(exc))
+    text = " | ".join(str(e) for e in chain).lower()
+    if any(isinstance(e, HearthError) for e in chain):
+        return next(e for e in chain if isinstance(e, HearthError))
+    if any(isinstance(e, KeyMismatch) for e in chain) or "key mismatch" in text:
+        return HearthError(ErrorCode.REFUSED, f"{peer_id}: swarm key mismatch suspected")
+    if any(isinstance(e, NotAdmitted) for e in chain) or "not on the roster" in text:
+        return HearthError(ErrorCode.REFUSED, f"{peer_id} is not on our roster")
+    if "upgrade mux" in text or "muxer" in text:
+        return HearthError(
+            ErrorCode.REFUSED,
+            f"{peer_id} closed the connection after authentication "
+            "(refused by its gate: not on its roster, or revoked)",
+        )
+    if any(isinstance(e, trio.TooSlowError) for e in chain) or "timeout" in text:
+        return HearthError(ErrorCode.TIMED_OUT, f"connecting to {peer_id} timed out")
+    if any(isinstance(e, ConnectionRefusedError) for e in chain) or "refused" in text:
+        return HearthError(ErrorCode.UNREACHABLE, f"{peer_id}: connection refused")
+    return HearthError(ErrorCode.UNREACHABLE, f"cannot reach {peer_id}: {type(exc).__name__}")

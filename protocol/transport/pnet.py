@@ -1,0 +1,153 @@
+"""The libp2p private-network protector, as the pnet spec says (go-libp2p, js-libp2p).
+
+Each side sends a random 24-byte nonce, then XSalsa20(key, nonce) of everything it
+writes. py-libp2p 0.8.1's own protector uses Salsa20 with an 8-byte nonce and
+cannot talk to other implementations; this one replaces it through the swarm's
+`new_protected_conn` hook.
+
+The first bytes multistream-select sends are always its header
+`\\x13/multistream/1.0.0\\n`. A listener holding more than one key (during a
+rotation's grace window) trial-decrypts those 20 bytes with each and keeps the one
+that fits; with none, the connection is closed at once and the failure is a
+`KeyMismatch`, so a wrong key is noticed in milliseconds instead of at the 10 s
+upgrade timeout. A dialer checks the listener's header the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import trio
+from libp2p.abc import IRawConnection
+from libp2p.network.connection.exceptions import RawConnError
+from libp2p.network.connection.raw_connection import RawConnection
+
+from .xsalsa20 import NONCE_SIZE, XSalsa20
+
+MULTISTREAM_HEADER = b"\x13/multistream/1.0.0\n"
+
+
+class KeyMismatch(RawConnError):
+    """The peer does not hold a swarm key we accept (or closed on ours)."""
+
+
+class PnetConn(RawConnection):
+    """A raw connection encrypted with a swarm key; records when bytes last arrived."""
+
+    def __init__(self, conn: IRawConnection, ring: KeyRing) -> None:
+        self._conn = conn
+        self.is_initiator = conn.is_initiator
+        self._ring = ring
+        self._key: bytes | None = ring.keys()[0] if conn.is_initiator else None
+        self._reader: XSalsa20 | None = None
+        self._writer: XSalsa20 | None = None
+        self._pending = b""
+        self._handshake = trio.Lock()
+        self.last_rx = time.monotonic()
+
+    async def write(self, data: bytes) -> None:
+        if self._writer is None:
+            if self._key is None:  # a listener answers with the key the dialer chose
+                await self._identify()
+            assert self._key is not None
+            nonce = os.urandom(NONCE_SIZE)
+            self._writer = XSalsa20(self._key, nonce)
+            data = nonce + self._writer.process(data)
+        else:
+            data = self._writer.process(data)
+        await self._conn.write(data)
+
+    async def read(self, n: int | None = None) -> bytes:
+        if self._reader is None:
+            await self._identify()
+        if self._pending:
+            size = len(self._pending) if n is None else n
+            out, self._pending = self._pending[:size], self._pending[size:]
+            return out
+        data = await self._conn.read(n)
+        if data:
+            self.last_rx = time.monotonic()
+        assert self._reader is not None
+        return self._reader.process(data)
+
+    async def _identify(self) -> None:
+        """Read the peer's nonce and first 20 bytes; pick the key they decrypt under."""
+        async with self._handshake:
+            if self._reader is not None:
+                return
+            nonce = await self._read_exactly(NONCE_SIZE)
+            sealed = await self._read_exactly(len(MULTISTREAM_HEADER))
+            candidates = [self._key] if self._key is not None else self._ring.keys()
+            for key in candidates:
+                assert key is not None
+                reader = XSalsa20(key, nonce)
+                if reader.process(sealed) == MULTISTREAM_HEADER:
+                    self._key, self._reader = key, reader
+                    self._pending = MULTISTREAM_HEADER
+                    return
+            await self._conn.close()
+            self._ring.record_mismatch(self.get_remote_address())
+            raise KeyMismatch("private-network key mismatch: the peer uses another swarm key")
+
+    async def _read_exactly(self, size: int) -> bytes:
+        buf = b""
+        while len(buf) < size:
+            chunk = await self._conn.read(size - len(buf))
+            if not chunk:
+                self._ring.record_mismatch(self.get_remote_address())
+                raise KeyMismatch(
+                    "connection closed during the private-network handshake "
+                    "(swarm key mismatch suspected)"
+                )
+            buf += chunk
+        self.last_rx = time.monotonic()
+        return buf
+
+    async def close(self) -> None:
+        await self._conn.close()
+
+    def get_remote_address(self) -> tuple[str, int] | None:
+        return self._conn.get_remote_address()
+
+    def get_transport_addresses(self) -> Any:
+        return self._conn.get_transport_addresses()
+
+    def get_connection_type(self) -> Any:
+        return self._conn.get_connection_type()
+
+
+class KeyRing:
+    """What the swarm's `psk` slot holds for a Hearth host: the keys accepted now,
+    and when a handshake with each remote address last failed on the key (py-libp2p
+    flattens the exception on its way up, so the dialer asks here)."""
+
+    def __init__(self, keys: Callable[[], list[bytes]]) -> None:
+        self.keys = keys
+        self.mismatches: dict[tuple[str, int], float] = {}
+
+    def record_mismatch(self, remote: tuple[str, int] | None) -> None:
+        if remote is not None:
+            self.mismatches[(str(remote[0]), int(remote[1]))] = time.monotonic()
+
+    def mismatch_since(self, host: str, port: int, since: float) -> bool:
+        return self.mismatches.get((host, port), -1.0) >= since
+
+
+def install_protector() -> None:
+    """Route py-libp2p's pnet hook to `PnetConn` for hosts whose psk is a `KeyRing`."""
+    import libp2p.network.swarm as swarm_module
+
+    original = swarm_module.new_protected_conn
+    if getattr(original, "_hearth", False):
+        return
+
+    def protect(conn: Any, psk: Any) -> Any:
+        if isinstance(psk, KeyRing):
+            return PnetConn(conn, psk)
+        return original(conn, psk)
+
+    protect._hearth = True  # type: ignore[attr-defined]
+    swarm_module.new_protected_conn = protect  # type: ignore[assignment]

@@ -1,0 +1,70 @@
+"""Frames over a libp2p stream: the sans-IO codec driven under anyio on trio."""
+
+from __future__ import annotations
+
+import contextlib
+
+from libp2p.abc import INetStream
+from libp2p.network.stream.exceptions import StreamEOF
+
+from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.protocol.wire.frames import DEFAULT_MAX_FRAME, FrameDecoder, FrameError, encode
+from hearth.protocol.wire.messages import ErrorFrame, Message
+
+READ_SIZE = 64 * 1024
+
+
+class FrameStream:
+    """One libp2p stream carrying Hearth frames."""
+
+    def __init__(self, stream: INetStream, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        self.stream = stream
+        self.peer_id = str(stream.muxed_conn.peer_id)
+        self.max_frame = max_frame
+        self._decoder = FrameDecoder(max_frame)
+        self._events: list[Message | FrameError] = []
+
+    async def read_some(self) -> bytes:
+        """Raw bytes from the peer; `b""` when it closed its side."""
+        try:
+            return await self.stream.read(READ_SIZE)
+        except StreamEOF:
+            return b""
+        except Exception as exc:  # reset, closed connection, muxer failure
+            raise HearthError(
+                ErrorCode.UNREACHABLE, f"peer {self.peer_id} went away ({type(exc).__name__})"
+            ) from exc
+
+    async def write(self, data: bytes) -> None:
+        try:
+            await self.stream.write(data)
+        except Exception as exc:
+            raise HearthError(
+                ErrorCode.UNREACHABLE, f"peer {self.peer_id} went away ({type(exc).__name__})"
+            ) from exc
+
+    async def send(self, message: Message) -> None:
+        await self.write(encode(message, self.max_frame))
+
+    async def receive(self) -> Message:
+        """The next frame. A malformed one raises its typed error; so does an
+        `ErrorFrame` from the peer; the peer closing raises `unreachable`."""
+        while not self._events:
+            data = await self.read_some()
+            self._events = self._decoder.feed(data) if data else self._decoder.feed_eof()
+            if not data and not self._events:
+                raise HearthError(ErrorCode.UNREACHABLE, f"peer {self.peer_id} closed the stream")
+        event = self._events.pop(0)
+        if isinstance(event, FrameError):
+            raise event.error
+        if isinstance(event, ErrorFrame):
+            raise HearthError(event.code, event.message, retry_after=event.retry_after)
+        return event
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):  # already reset by the peer
+            await self.stream.close()
+
+    async def reset(self) -> None:
+        with contextlib.suppress(Exception):  # already gone
+            await self.stream.reset()

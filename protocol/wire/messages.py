@@ -1,0 +1,318 @@
+"""Every frame type of the Hearth protocols, as frozen pydantic models.
+
+On the wire a frame is one msgpack map: the model's fields plus `t` (type tag) and
+`v` (protocol version). Unknown fields are ignored, so shapes can grow within a
+version; missing or ill-typed fields are a protocol error.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from .errors import ErrorCode, HearthError
+
+PROTOCOL_VERSION = 1
+
+Id = Annotated[str, Field(min_length=1, max_length=128)]
+StepId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,32}$")]
+ToolName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+Digest = Annotated[bytes, Field(min_length=32, max_length=32)]
+Key32 = Annotated[bytes, Field(min_length=32, max_length=32)]
+
+
+class Model(BaseModel):
+    """Base of every wire value: immutable, unknown fields ignored."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class Message(Model):
+    """A frame: a model with a type tag."""
+
+    TYPE: ClassVar[str]
+
+
+# -- values carried inside frames -------------------------------------------------
+
+
+class ChatMessage(Model):
+    """One turn of the (minimised) conversation."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    name: str | None = None
+    tool_call_id: str | None = None
+
+
+class FunctionSpec(Model):
+    """An OpenAI-format function: name, description and JSON-schema parameters."""
+
+    name: ToolName
+    description: str = ""
+    parameters: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class ToolSpec(Model):
+    """A tool schema as the phone sends it (OpenAI function format)."""
+
+    type: Literal["function"] = "function"
+    function: FunctionSpec
+
+
+class DeviceContext(Model):
+    """What the phone says about itself; `None` where it does not know."""
+
+    timezone: str = "UTC"
+    locale: str = "en"
+    battery: Annotated[int, Field(ge=0, le=100)] | None = None
+    charging: bool | None = None
+    network: Literal["wifi", "cellular", "ethernet", "offline", "unknown"] = "unknown"
+    metered: bool | None = None
+
+
+class Limits(Model):
+    """Bounds the phone sets on a plan session."""
+
+    max_steps: Annotated[int, Field(ge=1, le=64)] = 8
+    max_rounds: Annotated[int, Field(ge=1, le=16)] = 4
+    deadline_s: Annotated[float, Field(gt=0, le=3600)] = 120.0
+    max_tokens: Annotated[int, Field(ge=1, le=8192)] = 512
+
+
+class PlanStep(Model):
+    """One tool call of a plan; an argument may be `{"$ref": "s1.result.field"}`."""
+
+    id: StepId
+    tool: ToolName
+    arguments: dict[str, JsonValue] = Field(default_factory=dict)
+    depends_on: list[StepId] = Field(default_factory=list)
+
+
+class UntrustedInput(Model):
+    """A node-side tool result the planner consumed, with where it came from."""
+
+    tool: ToolName
+    source: str
+    digest: Digest
+
+
+class Plan(Model):
+    """The signed body of an action plan: bound to one phone, session, round and request."""
+
+    plan_id: Id
+    signer: Id
+    audience: Id
+    session_id: Id
+    round: Annotated[int, Field(ge=1)]
+    request_id: Id
+    request_hash: Digest
+    transcript_hash: Digest
+    issued_at: float
+    expires_at: float
+    untrusted_inputs: list[UntrustedInput] = Field(default_factory=list)
+    steps: list[PlanStep]
+
+
+class Signed(Model):
+    """Opaque signed bytes: verify the signature first, decode the payload after."""
+
+    payload: bytes
+    signature: Annotated[bytes, Field(min_length=64, max_length=64)]
+
+
+class Observation(Model):
+    """What one step did, as the phone's policy lets it be told."""
+
+    step_id: StepId
+    status: Literal["ok", "error", "refused", "skipped"]
+    result: JsonValue = None
+    error: str | None = None
+    untrusted: bool = False
+    source: str | None = None
+
+
+class ModelInfo(Model):
+    """The model a node serves."""
+
+    name: str
+    quant: str = ""
+    n_ctx: int = 0
+    backend: str = ""
+
+
+# -- frames ------------------------------------------------------------------------
+
+
+class PlanRequest(Message):
+    """Phone → node: plan this request with these tools."""
+
+    TYPE = "plan_request"
+    request_id: Id
+    conversation: list[ChatMessage]
+    tools: list[ToolSpec] = Field(default_factory=list)
+    device: DeviceContext = Field(default_factory=DeviceContext)
+    limits: Limits = Field(default_factory=Limits)
+    node_tools: list[ToolName] = Field(default_factory=list)
+    thinking: bool = False
+
+
+class Progress(Message):
+    """Node → phone: what the planner is doing."""
+
+    TYPE = "progress"
+    request_id: Id
+    stage: str
+    detail: str = ""
+
+
+class Token(Message):
+    """Node → phone: streamed model text (thinking flagged)."""
+
+    TYPE = "token"
+    request_id: Id
+    text: str
+    thinking: bool = False
+
+
+class ActionPlan(Message):
+    """Node → phone: a signed `Plan` (verify before decode)."""
+
+    TYPE = "action_plan"
+    request_id: Id
+    plan: Signed
+
+
+class Observations(Message):
+    """Phone → node: the results of a plan's steps."""
+
+    TYPE = "observations"
+    request_id: Id
+    plan_id: Id
+    round: Annotated[int, Field(ge=1)]
+    results: list[Observation]
+
+
+class Final(Message):
+    """Node → phone: the answer; the session ends."""
+
+    TYPE = "final"
+    request_id: Id
+    answer: str
+    rounds: Annotated[int, Field(ge=0)] = 0
+
+
+class Cancel(Message):
+    """Either side: stop this session."""
+
+    TYPE = "cancel"
+    request_id: Id | None = None
+    reason: str = ""
+
+
+class ErrorFrame(Message):
+    """Either side: a typed error (code of the one table)."""
+
+    TYPE = "error"
+    code: ErrorCode
+    message: str
+    retry_after: float | None = None
+    request_id: Id | None = None
+
+
+class HealthRequest(Message):
+    """Ask a member for its capabilities and load."""
+
+    TYPE = "health_request"
+
+
+class Health(Message):
+    """Capabilities, load and model info, for routing and status."""
+
+    TYPE = "health"
+    peer_id: Id
+    name: str = ""
+    roles: list[str] = Field(default_factory=list)
+    model: ModelInfo | None = None
+    sessions: Annotated[int, Field(ge=0)] = 0
+    queue: Annotated[int, Field(ge=0)] = 0
+    capacity: Annotated[int, Field(ge=0)] = 0
+    version: str = ""
+
+
+class PairRequest(Message):
+    """Redeemer → node, on the pairing listener: the one-time token and who I am."""
+
+    TYPE = "pair_request"
+    token: Key32
+    name: Annotated[str, Field(max_length=64)] = ""
+    device: Literal["phone", "node"] = "phone"
+
+
+class PairResult(Message):
+    """Node → redeemer: what it needs to join the swarm."""
+
+    TYPE = "pair_result"
+    member: Id
+    roles: list[str]
+    swarm_key: Key32
+    roster: Signed
+    founder: Id
+    node: Id
+    addrs: list[str]
+
+
+class RosterUpdate(Message):
+    """A signed roster (push on change, answer to a pull)."""
+
+    TYPE = "roster"
+    roster: Signed
+
+
+class RosterPull(Message):
+    """Ask for the newest roster; `have` is the version already held."""
+
+    TYPE = "roster_pull"
+    have: Annotated[int, Field(ge=0)] = 0
+
+
+class SwarmKeyRotation(Message):
+    """A new swarm key, sent to members on their authenticated streams after a revocation."""
+
+    TYPE = "swarm_key"
+    key: Key32
+    key_id: Annotated[int, Field(ge=1)]
+    previous_valid_until: float
+    roster_version: Annotated[int, Field(ge=1)]
+
+
+MESSAGE_TYPES: dict[str, type[Message]] = {
+    cls.TYPE: cls
+    for cls in (
+        PlanRequest,
+        Progress,
+        Token,
+        ActionPlan,
+        Observations,
+        Final,
+        Cancel,
+        ErrorFrame,
+        HealthRequest,
+        Health,
+        PairRequest,
+        PairResult,
+        RosterUpdate,
+        RosterPull,
+        SwarmKeyRotation,
+    )
+}
+
+
+def error_frame(exc: Exception, request_id: str | None = None) -> ErrorFrame:
+    """The error frame for an exception: its own code if it has one, else `internal`."""
+    if isinstance(exc, HearthError):
+        return ErrorFrame(
+            code=exc.code, message=exc.message, retry_after=exc.retry_after, request_id=request_id
+        )
+    return ErrorFrame(code=ErrorCode.INTERNAL, message=type(exc).__name__, request_id=request_id)

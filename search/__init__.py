@@ -1,0 +1,1 @@
+"""Peer-routed search: onion packets, relay and exit services, backends."""
