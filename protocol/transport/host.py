@@ -8,6 +8,9 @@ when to retry), and dial failures classified into the codes of the error table.
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
+import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
@@ -27,13 +30,21 @@ from multiaddr import Multiaddr
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.frames import DEFAULT_MAX_FRAME
+from hearth.protocol.wire.messages import error_frame
 
 from .gate import Admit, GatedNoise, Liveness, NotAdmitted
 from .pnet import KeyMismatch, KeyRing, install_protector
 from .streams import FrameStream
 
+log = logging.getLogger("hearth.transport")
 StreamHandler = Callable[[FrameStream], Awaitable[None]]
 DEFAULT_CONNECT_TIMEOUT = 5.0
+
+
+def quiet_libp2p() -> None:
+    """py-libp2p logs refused handshakes as errors; Hearth reports them itself."""
+    if not os.environ.get("HEARTH_DEBUG_LIBP2P"):
+        logging.getLogger("libp2p").setLevel(logging.CRITICAL)
 
 
 def _libp2p_keypair(identity: Ed25519PrivateKey):  # type: ignore[no-untyped-def]
@@ -105,6 +116,17 @@ class HearthHost:
                 return
             try:
                 await handler(frames)
+            except HearthError as exc:
+                # the peer broke the protocol or went away: tell it if it is still there
+                log.info("%s stream from %s ended: %s", protocol, frames.peer_id, exc.code)
+                with contextlib.suppress(HearthError):
+                    await frames.send(error_frame(exc))
+            except Exception:
+                trace = secrets.token_hex(4)
+                log.exception("%s handler failed (trace %s)", protocol, trace)
+                internal = HearthError(ErrorCode.INTERNAL, f"internal error (trace {trace})")
+                with contextlib.suppress(HearthError):
+                    await frames.send(error_frame(internal))
             finally:
                 await frames.close()
 

@@ -1,0 +1,72 @@
+"""Loading a GGUF with llama-cpp-python, with the settings Hearth needs.
+
+`Llama()` builds its model parameters itself and exposes no switch for
+llama.cpp's extra CPU buffer types (AMX, weight repacking). On AMX CPUs the AMX
+matmul of this llama.cpp crashes (SIGSEGV in `ggml_backend_amx_mul_mat`) on
+small quantized tensors such as the tiny test models', so loading can turn them
+off; the defaults are swapped only for the duration of one load, under a lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from hearth.protocol.wire.errors import ErrorCode, HearthError
+
+_LOAD_LOCK = threading.Lock()
+
+
+def default_threads() -> int:
+    """Leave a core free, so a busy model never starves the event loop's keepalive."""
+    return max(1, (os.cpu_count() or 2) - 1)
+
+
+@contextlib.contextmanager
+def _model_defaults(**overrides: Any) -> Iterator[None]:
+    import llama_cpp.llama_cpp as lib
+
+    original = lib.llama_model_default_params
+
+    def patched() -> Any:
+        params = original()
+        for name, value in overrides.items():
+            setattr(params, name, value)
+        return params
+
+    with _LOAD_LOCK:
+        lib.llama_model_default_params = patched
+        try:
+            yield
+        finally:
+            lib.llama_model_default_params = original
+
+
+def load_llama(
+    path: Path,
+    *,
+    n_ctx: int = 4096,
+    n_threads: int | None = None,
+    extra_buffers: bool = False,
+    seed: int = 0,
+    **kwargs: Any,
+) -> Any:
+    """A `llama_cpp.Llama` for `path`, memory-mapped, quiet, `n_threads = cores - 1`."""
+    from llama_cpp import Llama
+
+    if not path.is_file():
+        raise HearthError(ErrorCode.INVALID_INPUT, f"no model file at {path}")
+    with _model_defaults(use_extra_bufts=extra_buffers):
+        return Llama(
+            str(path),
+            n_ctx=n_ctx,
+            n_threads=n_threads or default_threads(),
+            seed=seed,
+            use_mmap=True,
+            verbose=False,
+            **kwargs,
+        )

@@ -1,0 +1,66 @@
+"""Membership on disk: the signed roster (`roster.signed`, kept exactly as signed),
+the pinned founder, and the founder's roster changes."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import msgpack
+
+from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.protocol.wire.identity import peer_id_of
+from hearth.protocol.wire.messages import Signed
+from hearth.protocol.wire.roster import Member, Role, Roster, open_roster, sign_roster
+
+from .keys import SwarmKeys, create_identity, load_identity, read_secret, write_secret
+
+ROSTER_FILE = "roster.signed"
+FOUNDER_FILE = "founder"
+ROSTER_TTL = 30 * 24 * 3600.0
+FOUNDER_ROLES = frozenset({Role.HOME, Role.PLANNER, Role.RELAY})
+
+
+def save_roster(home: Path, signed: Signed, founder: str) -> None:
+    """Store a signed roster and pin its founder."""
+    write_secret(home / ROSTER_FILE, msgpack.packb(signed.model_dump(), use_bin_type=True))
+    write_secret(home / FOUNDER_FILE, founder.encode() + b"\n")
+
+
+def load_roster(home: Path) -> tuple[Roster, Signed]:
+    """The stored roster, verified against the pinned founder."""
+    path = home / ROSTER_FILE
+    if not path.exists():
+        raise HearthError(ErrorCode.INVALID_INPUT, f"no roster in {home}: init or pair first")
+    founder = read_secret(home / FOUNDER_FILE).decode().strip()
+    signed = Signed.model_validate(msgpack.unpackb(read_secret(path), raw=False))
+    return open_roster(signed, founder), signed
+
+
+def found_swarm(
+    home: Path, name: str, roles: frozenset[Role] = FOUNDER_ROLES, now: float | None = None
+) -> Roster:
+    """A new identity, swarm key and roster version 1 signed by this node, its founder."""
+    now = time.time() if now is None else now
+    key = create_identity(home)
+    SwarmKeys.new().save(home)
+    founder = peer_id_of(key)
+    roster = Roster(
+        version=1,
+        founder=founder,
+        issued_at=now,
+        not_after=now + ROSTER_TTL,
+        members=(Member(peer_id=founder, name=name, roles=roles),),
+    )
+    save_roster(home, sign_roster(roster, key), founder)
+    return roster
+
+
+def add_member(home: Path, member: Member, now: float | None = None) -> Signed:
+    """The founder signs the next roster version with `member` added (or replaced)."""
+    now = time.time() if now is None else now
+    roster, _ = load_roster(home)
+    key = load_identity(home)
+    signed = sign_roster(roster.with_member(member, now=now, ttl=ROSTER_TTL), key)
+    save_roster(home, signed, roster.founder)
+    return signed
