@@ -53,10 +53,7 @@ def roster(home: HomeOption = None, as_json: JsonOption = False) -> None:
 
     with reporting(as_json):
         directory = _home(home)
-        founder = (
-            (directory / "founder").read_text().strip() if (directory / "founder").exists() else ""
-        )
-        current, _ = load_roster(directory, founder)
+        current, _ = load_roster(directory)
         payload = {
             "version": current.version,
             "founder": current.founder,

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
+import secrets
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -45,6 +47,10 @@ def reporting(as_json: bool) -> Iterator[None]:
         _fail(as_json, exc)
     except KeyboardInterrupt:
         _fail(as_json, HearthError(ErrorCode.CANCELLED, "cancelled by the user"))
+    except Exception:
+        trace = secrets.token_hex(4)
+        logging.getLogger("hearth").exception("internal error (trace %s)", trace)
+        _fail(as_json, HearthError(ErrorCode.INTERNAL, f"internal error (trace {trace})"))
 
 
 def _fail(as_json: bool, exc: HearthError) -> None:

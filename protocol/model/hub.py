@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import socket
 import warnings
 from pathlib import Path
+from urllib.parse import urlparse
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
@@ -27,11 +29,19 @@ def pull(name: str, quant: str, directory: Path) -> Path:
         )
     if quant not in QUANTS:
         raise HearthError(ErrorCode.INVALID_INPUT, f"quant must be one of {', '.join(QUANTS)}")
-    from huggingface_hub import HfApi, hf_hub_download
+    from huggingface_hub import HfApi, constants, hf_hub_download
     from tqdm import TqdmExperimentalWarning
     from tqdm.rich import tqdm as rich_tqdm
 
     repo = MODELS[name]
+    host = urlparse(constants.ENDPOINT).hostname or ""
+    try:
+        socket.getaddrinfo(host, 443)  # the hub client retries DNS failures for ~25 s
+    except OSError as exc:
+        raise HearthError(
+            ErrorCode.UNREACHABLE,
+            f"cannot resolve {host}: offline? Copy a GGUF by hand and pass it with --model",
+        ) from exc
     try:
         filename = pick_file(HfApi().list_repo_files(repo), quant)
         with warnings.catch_warnings():

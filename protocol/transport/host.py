@@ -99,6 +99,9 @@ class HearthHost:
     async def run(self, listen: list[str]) -> AsyncIterator[HearthHost]:
         """Listen on `listen` (multiaddrs) while the context is open."""
         async with self.host.run(listen_addrs=[Multiaddr(a) for a in listen]):
+            # py-libp2p's auto-connector redials every peer in the peerstore (revoked
+            # ones and wrong-key ones included); Hearth dials only whom it means to.
+            await self.host.get_network().auto_connector.stop()  # type: ignore[attr-defined]
             yield self
 
     def addrs(self) -> list[str]:

@@ -72,12 +72,13 @@ async def serve(home: Path, listen: list[str], ready_file: Path | None) -> None:
         await trio.sleep_forever()
 
 
-async def ping(home: Path, peer_id: str, addr: str, count: int) -> None:
+async def ping(home: Path, peer_id: str, addr: str, count: int, timeout: float) -> None:
     host = host_for(home)
     async with host.run(["/ip4/127.0.0.1/tcp/0"]):
         t0 = time.perf_counter()
         try:
-            stream = await host.open(peer_id, HEALTH_PROTOCOL, [addr])
+            await host.connect(peer_id, [addr], timeout)
+            stream = await host.open(peer_id, HEALTH_PROTOCOL)
         except HearthError as exc:
             say(
                 event="error",
@@ -128,23 +129,42 @@ def _share(src: Path, dst: Path, *names: str) -> None:
         shutil.copy(src / name, dst / name)
 
 
-def demo(directory: Path) -> None:
-    """Found a swarm and admit a phone; then a member, a device with the wrong swarm
-    key and one off the roster dial the node, each from its own process; finally the
-    node is killed and the phone's keepalive notices."""
-    node, phone, stranger, outsider = (directory / n for n in ("node", "phone", "s", "o"))
-    found_swarm(node, "home")
-    for home in (phone, stranger, outsider):
-        key = create_identity(home)
-        _share(node, home, "roster.signed", "founder", "swarm.key")
-        if home is phone:
-            add_member(node, Member(peer_id=peer_id_of(key), name="phone", roles={Role.PHONE}))
-            _share(node, home, "roster.signed")
-    SwarmKeys.new().save(stranger)
-    ready_file = directory / "ready.json"
-    server = _probe("serve", str(node), "--ready-file", str(ready_file))
+def lay_out_homes(directory: Path) -> dict[str, Path]:
+    """Homes for a walk-through: a founding `node`, a `phone` on its roster, a
+    `stranger` with another swarm key and an `outsider` with the right key but off
+    the roster (both hold copies of the roster, so only the key or the gate stops them)."""
+    homes = {name: directory / name for name in ("node", "phone", "stranger", "outsider")}
+    found_swarm(homes["node"], "home")
+    for name in ("phone", "stranger", "outsider"):
+        key = create_identity(homes[name])
+        if name == "phone":
+            member = Member(peer_id=peer_id_of(key), name=name, roles=frozenset({Role.PHONE}))
+            add_member(homes["node"], member)
+        _share(homes["node"], homes[name], "roster.signed", "founder", "swarm.key")
+    SwarmKeys.new().save(homes["stranger"])
+    return homes
+
+
+def serve_in_background(
+    home: Path, ready_file: Path
+) -> tuple[subprocess.Popen[str], dict[str, str]]:
+    """Start `probe serve` for `home`; wait (bounded) until it listens."""
+    server = _probe("serve", str(home), "--ready-file", str(ready_file))
     try:
-        ready = _wait_ready(ready_file, server, 30)
+        return server, _wait_ready(ready_file, server, 30)
+    except BaseException:
+        server.kill()
+        server.wait()
+        raise
+
+
+def demo(directory: Path) -> None:
+    """An admitted phone, a wrong-key device and an off-roster one dial the node, each
+    from its own process; then the node is killed and the phone's keepalive notices."""
+    homes = lay_out_homes(directory)
+    node, phone, stranger, outsider = homes.values()
+    server, ready = serve_in_background(node, directory / "ready.json")
+    try:
         addr = ready["addrs"][0]
         for home, step in (
             (phone, "phone (member)"),
@@ -201,6 +221,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("peer_id")
     p.add_argument("addr")
     p.add_argument("--count", type=int, default=20)
+    p.add_argument("--timeout", type=float, default=2.0, help="connect deadline (s)")
     p = sub.add_parser("watch")
     p.add_argument("home", type=Path)
     p.add_argument("peer_id")
@@ -214,7 +235,7 @@ def main(argv: list[str] | None = None) -> None:
     elif args.cmd == "serve":
         trio.run(serve, args.home, args.listen or ["/ip4/127.0.0.1/tcp/0"], args.ready_file)
     elif args.cmd == "ping":
-        trio.run(ping, args.home, args.peer_id, args.addr, args.count)
+        trio.run(ping, args.home, args.peer_id, args.addr, args.count, args.timeout)
     else:
         trio.run(watch_peer, args.home, args.peer_id, args.addr, args.bound)
 

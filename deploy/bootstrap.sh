@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# One-command set-up and run, for a fresh machine with Python 3.11+ and a C compiler.
+#   bash deploy/bootstrap.sh demo    set up, then run the end-to-end demo
+#   bash deploy/bootstrap.sh test    set up, then run every check and the whole test suite
+# Set-up is a virtualenv in .venv with Hearth installed in it. llama-cpp-python is built
+# from source once (5-13 minutes on 2 cores) and reused from pip's wheel cache after that.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+"$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
+    echo "Hearth needs Python 3.11 or newer (found $("$PYTHON" --version 2>&1))" >&2; exit 2; }
+
+stamp=.venv/.hearth-installed
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+    echo "Installing Hearth and its dependencies (the first llama-cpp-python build takes minutes)..."
+    CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) .venv/bin/pip install --quiet --progress-bar off -e '.[dev]'
+    echo "$want" > "$stamp"
+fi
+
+js_peer() {  # the js-libp2p peer for the pnet interop test, when node and npm are here
+    if command -v npm >/dev/null && command -v node >/dev/null; then
+        if [ ! -d tests/js/node_modules ] || [ tests/js/package.json -nt tests/js/node_modules ]; then
+            (cd tests/js && npm install --silent --no-audit --no-fund) \
+                || echo "npm install failed: the js-libp2p interop test will be skipped" >&2
+        fi
+    fi
+}
+
+case "${1:-}" in
+    demo)
+        exec .venv/bin/hearth demo ;;
+    test)
+        js_peer
+        .venv/bin/ruff check .
+        .venv/bin/mypy --strict protocol/wire
+        exec .venv/bin/pytest ;;
+    *)
+        echo "usage: bash deploy/bootstrap.sh demo|test" >&2; exit 2 ;;
+esac
