@@ -44,21 +44,27 @@ class PnetConn(RawConnection):
         self._key: bytes | None = ring.keys()[0] if conn.is_initiator else None
         self._reader: XSalsa20 | None = None
         self._writer: XSalsa20 | None = None
+        self._nonce = os.urandom(NONCE_SIZE)
+        self._nonce_sent = False
         self._pending = b""
         self._handshake = trio.Lock()
         self.last_rx = time.monotonic()
 
     async def write(self, data: bytes) -> None:
         if self._writer is None:
+            await self._send_nonce()
             if self._key is None:  # a listener answers with the key the dialer chose
                 await self._identify()
             assert self._key is not None
-            nonce = os.urandom(NONCE_SIZE)
-            self._writer = XSalsa20(self._key, nonce)
-            data = nonce + self._writer.process(data)
-        else:
-            data = self._writer.process(data)
-        await self._conn.write(data)
+            self._writer = XSalsa20(self._key, self._nonce)
+        await self._conn.write(self._writer.process(data))
+
+    async def _send_nonce(self) -> None:
+        """Send our nonce first, before waiting for anything: the spec's peers (js,
+        go) wait for the other side's nonce before they send their first data."""
+        if not self._nonce_sent:
+            self._nonce_sent = True
+            await self._conn.write(self._nonce)
 
     async def read(self, n: int | None = None) -> bytes:
         if self._reader is None:
@@ -78,6 +84,7 @@ class PnetConn(RawConnection):
         async with self._handshake:
             if self._reader is not None:
                 return
+            await self._send_nonce()
             nonce = await self._read_exactly(NONCE_SIZE)
             sealed = await self._read_exactly(len(MULTISTREAM_HEADER))
             candidates = [self._key] if self._key is not None else self._ring.keys()
