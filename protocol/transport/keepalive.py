@@ -35,8 +35,9 @@ async def watch(host: HearthHost, peer_id: str, bound: float = DEFAULT_BOUND) ->
             quiet = host.quiet_for(peer_id)
             if quiet is None or quiet >= bound - _POLL or not host.connected(peer_id):
                 nursery.cancel_scope.cancel()
-                await host.disconnect(peer_id)
-                return quiet if quiet is not None else bound
+                break
+    await host.disconnect(peer_id)
+    return quiet if quiet is not None else bound
 
 
 async def _pinger(host: HearthHost, peer_id: str, interval: float) -> None:

@@ -1,0 +1,95 @@
+"""Network namespaces made by the tests themselves, joined by veth pairs.
+
+Only the addresses of these namespaces are ever used; everything is deleted at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import pytest
+
+
+def skip_reason() -> str | None:
+    """Why netns tests cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "needs root for ip netns"
+    if shutil.which("ip") is None:
+        return "needs iproute2 (ip)"
+    probe = f"hearth-probe-{secrets.token_hex(3)}"
+    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True)
+    if made.returncode != 0:
+        return f"ip netns add failed: {made.stderr.decode().strip()}"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    return None
+
+
+requires_netns = pytest.mark.skipif((reason := skip_reason()) is not None, reason=reason or "")
+
+
+def sh(*cmd: str) -> None:
+    subprocess.run(cmd, check=True, capture_output=True, timeout=30)
+
+
+@dataclass
+class Link:
+    """Two namespaces `a` and `b` joined by one veth pair, with addresses."""
+
+    a: str
+    b: str
+    dev_a: str
+    dev_b: str
+    addr_a: str
+    addr_b: str
+
+    def exec_in(self, ns: str) -> list[str]:
+        return ["ip", "netns", "exec", ns]
+
+    def cut_silently(self) -> None:
+        """Take the link down on a's side: b's packets vanish, nobody sends a RST."""
+        sh("ip", "netns", "exec", self.a, "ip", "link", "set", self.dev_a, "down")
+
+
+@contextmanager
+def linked_namespaces(subnet: int = 231) -> Iterator[Link]:
+    tag = secrets.token_hex(3)
+    link = Link(
+        a=f"hearth-a-{tag}",
+        b=f"hearth-b-{tag}",
+        dev_a=f"ha{tag}",
+        dev_b=f"hb{tag}",
+        addr_a=f"10.{subnet}.0.1",
+        addr_b=f"10.{subnet}.0.2",
+    )
+    try:
+        for ns in (link.a, link.b):
+            sh("ip", "netns", "add", ns)
+            sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+        sh(
+            "ip",
+            "link",
+            "add",
+            link.dev_a,
+            "netns",
+            link.a,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            link.dev_b,
+            "netns",
+            link.b,
+        )
+        for ns, dev, addr in ((link.a, link.dev_a, link.addr_a), (link.b, link.dev_b, link.addr_b)):
+            sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{addr}/30", "dev", dev)
+            sh("ip", "netns", "exec", ns, "ip", "link", "set", dev, "up")
+        yield link
+    finally:
+        for ns in (link.a, link.b):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
