@@ -1,0 +1,69 @@
+"""Rendering a conversation with the model's own chat template (Jinja2, sandboxed).
+
+A plan session keeps its model state between rounds, so later rounds are rendered
+as a continuation: only the text that the new messages add after the previous
+assistant turn, never a re-rendering of what the model already read.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from hearth.protocol.wire.errors import ErrorCode, HearthError
+
+Message = dict[str, Any]
+
+
+def _raise(message: str) -> None:
+    raise HearthError(ErrorCode.INVALID_INPUT, f"chat template: {message}")
+
+
+class ChatTemplate:
+    """A model's chat template, ready to render conversations with tools."""
+
+    def __init__(self, source: str, *, eos_token: str = "<|im_end|>", bos_token: str = "") -> None:
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        env.filters["tojson"] = lambda value, indent=None: json.dumps(
+            value, ensure_ascii=False, indent=indent
+        )
+        env.globals["raise_exception"] = _raise
+        self._template = env.from_string(source)
+        self.eos_token = eos_token
+        self.bos_token = bos_token
+
+    def render(
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        add_generation_prompt: bool = True,
+        thinking: bool = False,
+    ) -> str:
+        return self._template.render(
+            messages=messages,
+            tools=tools or None,
+            add_generation_prompt=add_generation_prompt,
+            enable_thinking=thinking,
+            eos_token=self.eos_token,
+            bos_token=self.bos_token,
+        )
+
+    def continuation(
+        self,
+        history: list[Message],
+        new_messages: list[Message],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        thinking: bool = False,
+    ) -> str | None:
+        """The text after the last assistant turn of `history` (which ends with it) up to
+        the next generation prompt; None if the template renders history differently
+        once new messages follow (then the caller renders everything again)."""
+        before = self.render(history, tools, add_generation_prompt=False, thinking=thinking)
+        after = self.render(history + new_messages, tools, thinking=thinking)
+        if not after.startswith(before):
+            return None
+        return self.eos_token + "\n" + after[len(before) :]
