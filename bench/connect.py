@@ -58,17 +58,30 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         homes = lay_out_homes(Path(tmp))
-        hearth, h_ready = start([*PROBE, "serve", str(homes["node"]), "--ready-file",
-                                 f"{tmp}/h.json"], Path(tmp, "h.json"))
+        hearth, h_ready = start(
+            [*PROBE, "serve", str(homes["node"]), "--ready-file", f"{tmp}/h.json"],
+            Path(tmp, "h.json"),
+        )
         plain, p_ready = start([*PLAIN, "serve", f"{tmp}/p.json"], Path(tmp, "p.json"))
         try:
             results: dict[str, list[dict]] = {"hearth": [], "reference": []}
             for _ in range(args.runs):  # interleaved, so both see the same machine state
-                results["hearth"].append(client([*PROBE, "ping", str(homes["phone"]),
-                                                 h_ready["peer_id"], h_ready["addrs"][0],
-                                                 "--count", str(args.frames)]))
-                results["reference"].append(client([*PLAIN, "ping", p_ready["addrs"][0],
-                                                    str(args.frames)]))
+                results["hearth"].append(
+                    client(
+                        [
+                            *PROBE,
+                            "ping",
+                            str(homes["phone"]),
+                            h_ready["peer_id"],
+                            h_ready["addrs"][0],
+                            "--count",
+                            str(args.frames),
+                        ]
+                    )
+                )
+                results["reference"].append(
+                    client([*PLAIN, "ping", p_ready["addrs"][0], str(args.frames)])
+                )
         finally:
             for proc in (hearth, plain):
                 proc.kill()
@@ -79,16 +92,30 @@ def main() -> None:
         ref = stats([r[metric] for r in results["reference"]])
         report[metric] = {"hearth": h, "reference": ref, "ratio": h["median"] / ref["median"]}
     table = Table(title="Hearth vs plain py-libp2p (loopback)")
-    for col in ("figure", "Hearth median", "Hearth p90", "reference median", "reference p90",
-                "ratio", "runs"):
+    for col in (
+        "figure",
+        "Hearth median",
+        "Hearth p90",
+        "reference median",
+        "reference p90",
+        "ratio",
+        "runs",
+    ):
         table.add_column(col)
-    names = {"connect_ms": "connect (dial + first stream), ms",
-             "rtt_ms_median": f"small-frame round trip, ms (median of {args.frames})"}
+    names = {
+        "connect_ms": "connect (dial + first stream), ms",
+        "rtt_ms_median": f"small-frame round trip, ms (median of {args.frames})",
+    }
     for metric, row in report.items():
-        table.add_row(names[metric], f"{row['hearth']['median']:.2f}",
-                      f"{row['hearth']['p90']:.2f}", f"{row['reference']['median']:.2f}",
-                      f"{row['reference']['p90']:.2f}", f"{row['ratio']:.2f}",
-                      str(row["hearth"]["runs"]))
+        table.add_row(
+            names[metric],
+            f"{row['hearth']['median']:.2f}",
+            f"{row['hearth']['p90']:.2f}",
+            f"{row['reference']['median']:.2f}",
+            f"{row['reference']['p90']:.2f}",
+            f"{row['ratio']:.2f}",
+            str(row["hearth"]["runs"]),
+        )
     Console(width=140).print(table)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))

@@ -23,8 +23,9 @@ ECHO = TProtocol("/bench/echo/1")
 
 
 def host():  # type: ignore[no-untyped-def]
-    return new_host(connection_config=ConnectionConfig(max_connections_per_peer=1),
-                    muxer_preference="YAMUX")
+    return new_host(
+        connection_config=ConnectionConfig(max_connections_per_peer=1), muxer_preference="YAMUX"
+    )
 
 
 async def serve(ready_file: str) -> None:
@@ -62,8 +63,17 @@ async def ping(addr: str, count: int) -> None:
             while len(got) < len(payload):
                 got += await stream.read(len(payload) - len(got))
             rtts.append((time.perf_counter() - t1) * 1000)
-        print(json.dumps({"event": "pong", "connect_ms": connect_ms,
-                          "rtt_ms_median": median(rtts), "count": count}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "event": "pong",
+                    "connect_ms": connect_ms,
+                    "rtt_ms_median": median(rtts),
+                    "count": count,
+                }
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -88,5 +88,145 @@ def roster(home: HomeOption = None, as_json: JsonOption = False) -> None:
         emit(as_json, payload, render)
 
 
+@app.command()
+def serve(
+    listen: Annotated[
+        list[str] | None, typer.Option("--listen", help="Multiaddr to listen on (repeatable).")
+    ] = None,
+    model: Annotated[Path | None, typer.Option(help="GGUF model to serve (bf16).")] = None,
+    upstream: Annotated[
+        str | None, typer.Option(help="OpenAI-compatible server URL to plan with instead.")
+    ] = None,
+    upstream_model: Annotated[str | None, typer.Option(help="Model name at the upstream.")] = None,
+    no_mdns: Annotated[bool, typer.Option("--no-mdns", help="Do not advertise on mDNS.")] = False,
+    metrics_port: Annotated[
+        int | None, typer.Option(help="Serve Prometheus metrics on 127.0.0.1:PORT.")
+    ] = None,
+    ready_file: Annotated[
+        Path | None, typer.Option(help="Write {peer_id, addrs} as JSON here once listening.")
+    ] = None,
+    home: HomeOption = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Run the home node daemon until SIGTERM or Ctrl-C."""
+    import logging
+
+    import trio
+
+    from hearth.node.config import load_config
+    from hearth.node.daemon import serve as run
+
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    with reporting(False):
+        directory = _home(home)
+        config = load_config(
+            directory,
+            listen=listen or None,
+            model=str(model) if model else None,
+            upstream=upstream,
+            upstream_model=upstream_model,
+            mdns=False if no_mdns else None,
+            metrics_port=metrics_port,
+        )
+        trio.run(run, directory, config, ready_file)
+
+
+@app.command()
+def invite(
+    role: Annotated[str, typer.Option(help="phone or friend.")] = "phone",
+    grant: Annotated[
+        str | None, typer.Option(help="Roles for a friend, comma-separated (default relay).")
+    ] = None,
+    ttl: Annotated[str, typer.Option(help="Lifetime, e.g. 10m, 1h, 90s.")] = "10m",
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Print a one-time pairing URI (and a QR code) for a phone or a friend's node."""
+    from hearth.node.control import request
+
+    with reporting(as_json):
+        reply = request(
+            _home(home), {"op": "invite", "role": role, "grant": grant, "ttl": parse_duration(ttl)}
+        )
+
+        def render() -> None:
+            import segno
+
+            typer.echo("Scan or paste this one-time URI on the device (hearth pair -):\n")
+            typer.echo(reply["uri"] + "\n")
+            segno.make(reply["uri"], error="m").terminal(compact=True)
+
+        emit(as_json, reply, render)
+
+
+@app.command()
+def status(home: HomeOption = None, as_json: JsonOption = False) -> None:
+    """The node's identity, model, load and peers."""
+    from hearth.node.control import request
+    from hearth.protocol.wire.errors import ErrorCode, HearthError
+
+    with reporting(as_json):
+        directory = _home(home)
+        try:
+            payload = request(directory, {"op": "status"}, timeout=5)
+        except HearthError as exc:
+            if exc.code is not ErrorCode.UNREACHABLE:
+                raise
+            from hearth.protocol.transport.keys import load_identity
+            from hearth.protocol.wire.identity import peer_id_of
+
+            payload = {
+                "peer_id": peer_id_of(load_identity(directory)),
+                "addrs": [],
+                "running": False,
+                "model": None,
+                "sessions": 0,
+                "queue": 0,
+                "roles": [],
+                "peers": [],
+            }
+
+        def render() -> None:
+            from rich.console import Console
+            from rich.table import Table
+
+            console = Console()
+            state = "running" if payload["running"] else "not running"
+            model = payload["model"]["name"] if payload["model"] else "none"
+            console.print(
+                f"[bold]{payload['peer_id']}[/] ({state}) model: {model}, "
+                f"sessions: {payload['sessions']}, queue: {payload['queue']}"
+            )
+            for addr in payload["addrs"]:
+                console.print(f"  {addr}")
+            table = Table("peer", "name", "reachable", "reason")
+            for peer in payload["peers"]:
+                table.add_row(
+                    peer["peer_id"],
+                    peer["name"],
+                    "yes" if peer["reachable"] else "no",
+                    peer["reason"],
+                )
+            console.print(table)
+
+        emit(as_json, payload, render)
+
+
+def parse_duration(text: str) -> float:
+    """`90s`, `10m`, `2h`, `1d` (or plain seconds) → seconds."""
+    from hearth.protocol.wire.errors import ErrorCode, HearthError
+
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    try:
+        if text[-1:] in units:
+            return float(text[:-1]) * units[text[-1]]
+        return float(text)
+    except ValueError as exc:
+        raise HearthError(ErrorCode.INVALID_INPUT, f"not a duration: {text!r}") from exc
+
+
 def main() -> None:
     app()

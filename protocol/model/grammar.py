@@ -16,17 +16,17 @@ from typing import Any, Literal
 
 Mode = Literal["auto", "required", "none"]
 
-STRING_CHAR = r'[^<\x00-\x1f\x7f]'
-ANSWER_CHAR = r'[^<\x00-\x08\x0b\x0c\x0e-\x1f\x7f]'
+STRING_CHAR = r"[^<\x00-\x1f\x7f]"
+ANSWER_CHAR = r"[^<\x00-\x08\x0b\x0c\x0e-\x1f\x7f]"
 DEFAULT_MAX_STRING = 120
 MAX_ANSWER = 400
-_JSON_RULES = rf'''
+_JSON_RULES = rf"""
 json-value ::= json-object | json-array | json-string | json-number | "true" | "false" | "null"
 json-object ::= "{{" ( json-string ":" json-value ( "," json-string ":" json-value ){{0,7}} )? "}}"
 json-array ::= "[" ( json-value ( "," json-value ){{0,7}} )? "]"
 json-string ::= "\"" ( [^"\\\x00-\x1f\x7f] | "\\" ["\\/bfnrt] ){{0,{DEFAULT_MAX_STRING}}} "\""
 json-number ::= "-"? [0-9]{{1,15}} ( "." [0-9]{{1,6}} )?
-'''
+"""
 
 
 def literal(text: str) -> str:
@@ -41,9 +41,13 @@ def _rule_name(*parts: str) -> str:
 def _value(schema: dict[str, Any]) -> str:
     """A GBNF expression for one XML parameter value."""
     if "enum" in schema:
-        return "( " + " | ".join(
-            literal(v if isinstance(v, str) else json.dumps(v)) for v in schema["enum"]
-        ) + " )"
+        return (
+            "( "
+            + " | ".join(
+                literal(v if isinstance(v, str) else json.dumps(v)) for v in schema["enum"]
+            )
+            + " )"
+        )
     kind = schema.get("type")
     if kind == "integer":
         bound = max(abs(int(schema.get("minimum", 0))), abs(int(schema.get("maximum", 10**15))))
@@ -92,7 +96,8 @@ def tool_grammar(tools: dict[str, dict[str, Any]], mode: Mode = "auto", max_call
         alternatives.append(rule)
         rules += tool_rules
     rules.append(
-        'call ::= "<tool_call>\\n<function=" ( ' + " | ".join(alternatives)
+        'call ::= "<tool_call>\\n<function=" ( '
+        + " | ".join(alternatives)
         + ' ) "</function>\\n</tool_call>"'
     )
     rules.append(f'calls ::= call ( "\\n" call ){{0,{max(0, max_calls - 1)}}}')

@@ -68,7 +68,7 @@ class LlamaRuntime:
         self._vocab = llama_cpp.llama_model_get_vocab(self.llm.model)
         meta = self.llm.metadata
         self.name = meta.get("general.name", path.stem)
-        self.quant = _FILE_TYPES.get(meta.get("general.file_type", ""), "")
+        self.quant = _FILE_TYPES.get(int(meta.get("general.file_type", -1)), "")
         self.n_ctx = self.llm.n_ctx()
         self.chat_template = meta.get("tokenizer.chat_template", "")
         self._owner: SessionMemory | None = None

@@ -35,6 +35,7 @@ from hearth.protocol.wire.messages import error_frame
 from .gate import Admit, GatedNoise, Liveness, NotAdmitted
 from .pnet import KeyMismatch, KeyRing, install_protector
 from .streams import FrameStream
+from .taskgroups import leaves, single_error
 
 log = logging.getLogger("hearth.transport")
 StreamHandler = Callable[[FrameStream], Awaitable[None]]
@@ -64,6 +65,7 @@ class HearthHost:
         *,
         max_frame: int = DEFAULT_MAX_FRAME,
         upgrade_timeout: float = 5.0,
+        max_handshake_failures: int = 0,
     ) -> None:
         install_protector()
         keypair = _libp2p_keypair(identity)
@@ -88,7 +90,7 @@ class HearthHost:
             enable_mDNS=False,
         )
         network = self.host.get_network()
-        self.keyring = KeyRing(keys)
+        self.keyring = KeyRing(keys, max_failures=max_handshake_failures)
         network.psk = self.keyring  # type: ignore[attr-defined]
         network.retry_config = RetryConfig(max_retries=0)  # type: ignore[attr-defined]
         self.admit = admit
@@ -98,15 +100,23 @@ class HearthHost:
     @contextlib.asynccontextmanager
     async def run(self, listen: list[str]) -> AsyncIterator[HearthHost]:
         """Listen on `listen` (multiaddrs) while the context is open."""
-        async with self.host.run(listen_addrs=[Multiaddr(a) for a in listen]):
-            # py-libp2p's auto-connector redials every peer in the peerstore (revoked
-            # ones and wrong-key ones included); Hearth dials only whom it means to.
-            await self.host.get_network().auto_connector.stop()  # type: ignore[attr-defined]
-            yield self
+        with single_error():  # the host's nursery wraps what the body raises
+            async with self.host.run(listen_addrs=[Multiaddr(a) for a in listen]):
+                # py-libp2p's auto-connector redials every peer in the peerstore (revoked
+                # ones and wrong-key ones included); Hearth dials only whom it means to.
+                await self.host.get_network().auto_connector.stop()  # type: ignore[attr-defined]
+                yield self
 
     def addrs(self) -> list[str]:
-        """Full multiaddrs of the listeners, ending in `/p2p/<peer id>`."""
-        return [str(a) for a in self.host.get_addrs()]
+        """Full multiaddrs of the listeners, ending in `/p2p/<peer id>`; a wildcard
+        listener (0.0.0.0) is given as this machine's own addresses."""
+        out: list[str] = []
+        for addr in map(str, self.host.get_addrs()):
+            if addr.startswith("/ip4/0.0.0.0/"):
+                out += [addr.replace("/ip4/0.0.0.0/", f"/ip4/{ip}/", 1) for ip in local_ipv4()]
+            else:
+                out.append(addr)
+        return out
 
     def handle(self, protocol: str, handler: StreamHandler, allow: Admit | None = None) -> None:
         """Serve `protocol`; a peer refused by `allow` (default: the gate) gets a reset."""
@@ -134,6 +144,12 @@ class HearthHost:
                 await frames.close()
 
         self.host.set_stream_handler(TProtocol(protocol), on_stream)
+
+    def serve_only(self, protocols: set[str]) -> None:
+        """Drop every stream handler but `protocols` (identify, ping and the rest)."""
+        for protocol in list(self.host.get_mux().handlers):
+            if protocol not in protocols:
+                self.host.remove_stream_handler(protocol)
 
     async def connect(
         self, peer_id: str, addrs: list[str], timeout: float = DEFAULT_CONNECT_TIMEOUT
@@ -195,6 +211,16 @@ class HearthHost:
         return None if last is None else time.monotonic() - last
 
 
+def local_ipv4() -> list[str]:
+    """This machine's IPv4 addresses, loopback last (no packet is sent to find them)."""
+    import socket
+
+    found = {"127.0.0.1"}
+    with contextlib.suppress(OSError):
+        found |= {i[4][0] for i in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)}
+    return sorted(found, key=lambda ip: (ip.startswith("127."), ip))
+
+
 def _chain(exc: BaseException) -> Iterator[BaseException]:
     """`exc`, its causes and contexts, and the members of exception groups."""
     seen: set[int] = set()
@@ -207,7 +233,7 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         yield e
         todo.extend(x for x in (e.__cause__, e.__context__) if x is not None)
         if isinstance(e, BaseExceptionGroup):
-            todo.extend(e.exceptions)
+            todo.extend(leaves(e))
 
 
 def classify_dial_error(peer_id: str, exc: BaseException) -> HearthError:

@@ -64,3 +64,33 @@ def add_member(home: Path, member: Member, now: float | None = None) -> Signed:
     signed = sign_roster(roster.with_member(member, now=now, ttl=ROSTER_TTL), key)
     save_roster(home, signed, roster.founder)
     return signed
+
+
+class RosterHolder:
+    """The roster in force for one home: what the gate and role checks consult.
+
+    `update` takes a newer signed roster (verified against the pinned founder) and
+    stores it; an older or forged one is refused with `refused`.
+    """
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.roster, self.signed = load_roster(home)
+
+    def admits(self, peer_id: str) -> bool:
+        return self.roster.admits(peer_id, time.time())
+
+    def roles_of(self, peer_id: str) -> frozenset[Role]:
+        return self.roster.roles_of(peer_id, time.time())
+
+    def update(self, signed: Signed) -> Roster:
+        roster = open_roster(signed, self.roster.founder, newer_than=self.roster.version)
+        save_roster(self.home, signed, self.roster.founder)
+        self.roster, self.signed = roster, signed
+        return roster
+
+    def add(self, member: Member) -> Roster:
+        """Founder only: sign and store the next version with `member` in it."""
+        signed = add_member(self.home, member)
+        self.roster, self.signed = open_roster(signed, self.roster.founder), signed
+        return self.roster

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import trio
 from libp2p.abc import IRawConnection
+from libp2p.io.exceptions import IOException
 from libp2p.network.connection.exceptions import RawConnError
 from libp2p.network.connection.raw_connection import RawConnection
 
@@ -41,6 +43,7 @@ class PnetConn(RawConnection):
         self._conn = conn
         self.is_initiator = conn.is_initiator
         self._ring = ring
+        self._remote = conn.get_remote_address()  # kept: a reset socket no longer says
         self._key: bytes | None = ring.keys()[0] if conn.is_initiator else None
         self._reader: XSalsa20 | None = None
         self._writer: XSalsa20 | None = None
@@ -57,14 +60,30 @@ class PnetConn(RawConnection):
                 await self._identify()
             assert self._key is not None
             self._writer = XSalsa20(self._key, self._nonce)
-        await self._conn.write(self._writer.process(data))
+        try:
+            await self._conn.write(self._writer.process(data))
+        except (RawConnError, IOException, OSError) as exc:
+            if self._reader is None:  # the peer hung up before it ever answered in our key
+                self._ring.record_mismatch(self._remote)
+                raise KeyMismatch(
+                    "connection closed during the private-network handshake "
+                    "(swarm key mismatch suspected)"
+                ) from exc
+            raise
 
     async def _send_nonce(self) -> None:
         """Send our nonce first, before waiting for anything: the spec's peers (js,
         go) wait for the other side's nonce before they send their first data."""
         if not self._nonce_sent:
             self._nonce_sent = True
-            await self._conn.write(self._nonce)
+            try:
+                await self._conn.write(self._nonce)
+            except (RawConnError, IOException, OSError) as exc:
+                self._ring.record_mismatch(self._remote)
+                raise KeyMismatch(
+                    "connection closed during the private-network handshake "
+                    "(swarm key mismatch suspected)"
+                ) from exc
 
     async def read(self, n: int | None = None) -> bytes:
         if self._reader is None:
@@ -84,6 +103,9 @@ class PnetConn(RawConnection):
         async with self._handshake:
             if self._reader is not None:
                 return
+            if not self.is_initiator and self._ring.throttled(self._remote):
+                await self._conn.close()
+                raise KeyMismatch("too many failed handshakes from this address: try later")
             await self._send_nonce()
             nonce = await self._read_exactly(NONCE_SIZE)
             sealed = await self._read_exactly(len(MULTISTREAM_HEADER))
@@ -96,15 +118,18 @@ class PnetConn(RawConnection):
                     self._pending = MULTISTREAM_HEADER
                     return
             await self._conn.close()
-            self._ring.record_mismatch(self.get_remote_address())
+            self._ring.record_mismatch(self._remote)
             raise KeyMismatch("private-network key mismatch: the peer uses another swarm key")
 
     async def _read_exactly(self, size: int) -> bytes:
         buf = b""
         while len(buf) < size:
-            chunk = await self._conn.read(size - len(buf))
+            try:
+                chunk = await self._conn.read(size - len(buf))
+            except (RawConnError, IOException, OSError):
+                chunk = b""
             if not chunk:
-                self._ring.record_mismatch(self.get_remote_address())
+                self._ring.record_mismatch(self._remote)
                 raise KeyMismatch(
                     "connection closed during the private-network handshake "
                     "(swarm key mismatch suspected)"
@@ -131,16 +156,36 @@ class KeyRing:
     and when a handshake with each remote address last failed on the key (py-libp2p
     flattens the exception on its way up, so the dialer asks here)."""
 
-    def __init__(self, keys: Callable[[], list[bytes]]) -> None:
+    def __init__(
+        self, keys: Callable[[], list[bytes]], *, max_failures: int = 0, window: float = 60.0
+    ) -> None:
         self.keys = keys
         self.mismatches: dict[tuple[str, int], float] = {}
+        self.max_failures = max_failures  # per source address and window; 0: no limit
+        self.window = window
+        self._failures: dict[str, deque[float]] = {}
 
     def record_mismatch(self, remote: tuple[str, int] | None) -> None:
-        if remote is not None:
-            self.mismatches[(str(remote[0]), int(remote[1]))] = time.monotonic()
+        if remote is None:
+            return
+        now = time.monotonic()
+        self.mismatches[(str(remote[0]), int(remote[1]))] = now
+        if self.max_failures:
+            self._failures.setdefault(str(remote[0]), deque(maxlen=self.max_failures)).append(now)
 
     def mismatch_since(self, host: str, port: int, since: float) -> bool:
         return self.mismatches.get((host, port), -1.0) >= since
+
+    def throttled(self, remote: tuple[str, int] | None) -> bool:
+        """Whether `remote`'s address failed the handshake too often lately."""
+        if not self.max_failures or remote is None:
+            return False
+        failures = self._failures.get(str(remote[0]))
+        return (
+            failures is not None
+            and len(failures) >= self.max_failures
+            and time.monotonic() - failures[0] < self.window
+        )
 
 
 def install_protector() -> None:

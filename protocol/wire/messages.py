@@ -156,6 +156,7 @@ class PlanRequest(Message):
     limits: Limits = Field(default_factory=Limits)
     node_tools: list[ToolName] = Field(default_factory=list)
     thinking: bool = False
+    tool_choice: Literal["auto", "required", "none"] = "auto"  # for the first round
 
 
 class Progress(Message):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from enum import StrEnum
 
-from .errors import LocalProtocolError, RemoteProtocolError
+from .errors import ErrorCode, HearthError, LocalProtocolError, RemoteProtocolError
 from .frames import DEFAULT_MAX_FRAME, PREFIX, Event, FrameDecoder, FrameError, decode_body, encode
 from .messages import (
     ActionPlan,
@@ -110,7 +110,8 @@ class PlanSession:
         events: list[Event] = list(self._decoder.feed_eof())
         if self.state not in ENDED:
             self.state = State.FAILED
-            events.append(FrameError(RemoteProtocolError("stream closed mid-session"), True))
+            gone = HearthError(ErrorCode.UNREACHABLE, "the peer closed the stream mid-session")
+            events.append(FrameError(gone, True))
         return events
 
     def _on_frame(self, item: bytes | FrameError) -> list[Event]:

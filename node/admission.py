@@ -1,0 +1,110 @@
+"""Admission: bounded concurrent sessions, a bounded queue, and a fair share per peer.
+
+When a slot frees, the next session is taken round-robin across peers, so one
+phone with many requests cannot starve another. Past the bounds a request gets
+`busy` with a `retry_after` hint at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import anyio
+
+from hearth.protocol.wire.errors import ErrorCode, HearthError
+
+
+@dataclass
+class AdmissionStats:
+    active: int = 0
+    queued: int = 0
+    busy: int = 0
+    admitted: int = 0
+    queue_wait_s: list[float] = field(default_factory=list)
+
+
+class Admission:
+    """Slots for plan sessions: `async with admission.slot(peer): ...`."""
+
+    def __init__(self, max_active: int, max_queue: int, per_peer: int) -> None:
+        self.max_active = max_active
+        self.max_queue = max_queue
+        self.per_peer = per_peer
+        self.stats = AdmissionStats()
+        self._held: dict[str, int] = {}
+        self._waiting: OrderedDict[str, deque[anyio.Event]] = OrderedDict()
+        self._recent_session_s = 5.0
+
+    def _load(self, peer: str) -> int:
+        return self._held.get(peer, 0) + len(self._waiting.get(peer, ()))
+
+    def _retry_after(self) -> float:
+        ahead = self.stats.queued + 1
+        return round(self._recent_session_s * ahead / self.max_active, 1)
+
+    @contextlib.asynccontextmanager
+    async def slot(self, peer: str) -> AsyncIterator[None]:
+        if self._load(peer) >= self.per_peer:
+            self.stats.busy += 1
+            raise HearthError(
+                ErrorCode.BUSY,
+                f"this phone already has {self.per_peer} requests running or queued",
+                retry_after=self._retry_after(),
+            )
+        started = time.monotonic()
+        if self.stats.active >= self.max_active:
+            if self.stats.queued >= self.max_queue:
+                self.stats.busy += 1
+                raise HearthError(
+                    ErrorCode.BUSY, "the node is at capacity", retry_after=self._retry_after()
+                )
+            ready = anyio.Event()
+            self._waiting.setdefault(peer, deque()).append(ready)
+            self.stats.queued += 1
+            try:
+                await ready.wait()
+            except BaseException:
+                self._forget(peer, ready)
+                if ready.is_set():  # handed a slot while being cancelled: pass it on
+                    self._release_slot()
+                raise
+        else:
+            self.stats.active += 1
+        self._held[peer] = self._held.get(peer, 0) + 1
+        self.stats.admitted += 1
+        self.stats.queue_wait_s.append(time.monotonic() - started)
+        del self.stats.queue_wait_s[:-1000]
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            self._held[peer] -= 1
+            if not self._held[peer]:
+                del self._held[peer]
+            self._recent_session_s = 0.8 * self._recent_session_s + 0.2 * (time.monotonic() - began)
+            self._release_slot()
+
+    def _forget(self, peer: str, event: anyio.Event) -> None:
+        queue = self._waiting.get(peer)
+        if queue and event in queue:
+            queue.remove(event)
+            self.stats.queued -= 1
+            if not queue:
+                del self._waiting[peer]
+
+    def _release_slot(self) -> None:
+        """Give the freed slot to the next peer in round-robin order, or free it."""
+        if not self._waiting:
+            self.stats.active -= 1
+            return
+        peer, queue = next(iter(self._waiting.items()))
+        event = queue.popleft()
+        self.stats.queued -= 1
+        del self._waiting[peer]
+        if queue:
+            self._waiting[peer] = queue  # to the back of the round
+        event.set()

@@ -1,0 +1,65 @@
+"""The node's settings: `config.toml` under its home, validated by pydantic.
+
+A bad file is `invalid_input` (exit 9) naming the field; command-line flags of
+`hearth-node serve` override the file.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from hearth.protocol.wire.errors import ErrorCode, HearthError
+
+CONFIG_FILE = "config.toml"
+
+
+class NodeConfig(BaseModel):
+    """Settings of `hearth-node serve`; unknown keys are errors, so typos are caught."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = ""
+    listen: list[str] = Field(default_factory=lambda: ["/ip4/0.0.0.0/tcp/4001"])
+    pair_listen: str = ""  # default: the first listen address's IP, any port
+    model: str = ""
+    upstream: str = ""
+    upstream_model: str = ""
+    n_ctx: Annotated[int, Field(ge=512, le=262144)] = 8192
+    max_sessions: Annotated[int, Field(ge=1, le=64)] = 2
+    max_queue: Annotated[int, Field(ge=0, le=1024)] = 8
+    per_peer: Annotated[int, Field(ge=1, le=64)] = 2
+    plan_ttl_s: Annotated[float, Field(gt=0, le=86400)] = 300.0
+    observation_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 120.0
+    mdns: bool = True
+    metrics_port: Annotated[int, Field(ge=0, le=65535)] = 0
+    keepalive_s: Annotated[float, Field(ge=1, le=60)] = 3.0
+
+
+def pairing_listen(config: NodeConfig) -> str:
+    """Where the pairing listener listens: configured, or beside the main listener."""
+    if config.pair_listen:
+        return config.pair_listen
+    first = config.listen[0].split("/")
+    return f"/{first[1]}/{first[2]}/tcp/0"
+
+
+def load_config(home: Path, **overrides: object) -> NodeConfig:
+    """The config file merged with overrides (those not None)."""
+    path = home / CONFIG_FILE
+    data: dict[str, object] = {}
+    if path.exists():
+        try:
+            data = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise HearthError(ErrorCode.INVALID_INPUT, f"{path}: {exc}") from exc
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return NodeConfig.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"])
+        raise HearthError(ErrorCode.INVALID_INPUT, f"{path}: {field}: {err['msg']}") from exc

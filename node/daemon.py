@@ -1,0 +1,194 @@
+"""`hearth-node serve`: the home node daemon.
+
+It loads the identity, swarm keys and roster, starts the model backend, listens on
+the private swarm (roster-gated), serves `/hearth/plan/1` to the owner's phones and
+`/hearth/health/1` to every member, runs pairing while invites are live, answers the
+local control socket, advertises on mDNS and (opt-in) serves metrics. SIGTERM or
+SIGINT stop it cleanly: open sessions get a typed `cancelled` error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import time
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from hearth.protocol.transport.host import HearthHost, quiet_libp2p
+from hearth.protocol.transport.keys import SwarmKeys, load_identity, write_secret
+from hearth.protocol.transport.membership import RosterHolder
+from hearth.protocol.transport.streams import FrameStream
+from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.protocol.wire.messages import Health, HealthRequest
+from hearth.protocol.wire.roster import Role
+
+from .admission import Admission
+from .backends import Backend, LlamaCppBackend, OpenAIUpstream
+from .config import NodeConfig, pairing_listen
+from .control import serve_control
+from .metrics import serve_metrics
+from .pairing import Pairing, invite_roles, parse_roles
+from .planner import PLAN_PROTOCOL, Planner, PlannerSettings
+
+log = logging.getLogger("hearth.node")
+HEALTH_PROTOCOL = "/hearth/health/1"
+SHUTDOWN_GRACE_S = 3.0
+
+
+async def load_backend(config: NodeConfig) -> Backend | None:
+    """The configured model backend, or None (the node then answers model_not_loaded)."""
+    if config.model and config.upstream:
+        raise HearthError(ErrorCode.INVALID_INPUT, "use --model or --upstream, not both")
+    if config.model:
+        path = Path(config.model).expanduser()
+        if not path.is_file():
+            raise HearthError(ErrorCode.INVALID_INPUT, f"no model file at {path}")
+        return await anyio.to_thread.run_sync(LlamaCppBackend, path, config.n_ctx)
+    if config.upstream:
+        return OpenAIUpstream(config.upstream, config.upstream_model)
+    return None
+
+
+class Node:
+    """Everything `serve` runs, wired together."""
+
+    def __init__(self, home: Path, config: NodeConfig, backend: Backend | None) -> None:
+        self.home = home
+        self.config = config
+        self.key = load_identity(home)
+        self.swarm_keys = SwarmKeys.load(home)
+        self.roster = RosterHolder(home)
+        self.backend = backend
+        self.host = HearthHost(
+            self.key, lambda: self.swarm_keys.accepted(time.time()), self.roster.admits
+        )
+        self.admission = Admission(config.max_sessions, config.max_queue, config.per_peer)
+        self.planner = Planner(
+            self.key,
+            self.host.peer_id,
+            backend,
+            self.admission,
+            PlannerSettings(config.plan_ttl_s, config.observation_timeout_s),
+        )
+        self.pairing = Pairing(
+            self.key, self.roster, self.swarm_keys, self.host.addrs, pairing_listen(config)
+        )
+        self.started = time.time()
+        self.host.handle(
+            PLAN_PROTOCOL,
+            self.planner.serve,
+            allow=lambda peer: Role.PHONE in self.roster.roles_of(peer),
+        )
+        self.host.handle(HEALTH_PROTOCOL, self._health)
+
+    def health(self) -> Health:
+        return Health(
+            peer_id=self.host.peer_id,
+            name=self.config.name,
+            roles=sorted(self.roster.roles_of(self.host.peer_id)),
+            model=self.backend.info if self.backend else None,
+            sessions=self.admission.stats.active,
+            queue=self.admission.stats.queued,
+            capacity=self.config.max_sessions,
+            version=version("hearth"),
+        )
+
+    async def _health(self, stream: FrameStream) -> None:
+        while True:
+            request = await stream.receive()
+            if not isinstance(request, HealthRequest):
+                raise HearthError(ErrorCode.PROTOCOL_ERROR, "expected a health_request")
+            await stream.send(self.health())
+
+    def status(self) -> dict[str, Any]:
+        health = self.health()
+        return {
+            "peer_id": self.host.peer_id,
+            "addrs": self.host.addrs(),
+            "running": True,
+            "model": health.model.model_dump() if health.model else None,
+            "sessions": health.sessions,
+            "queue": health.queue,
+            "roles": health.roles,
+            "peers": [
+                {
+                    "peer_id": m.peer_id,
+                    "name": m.name,
+                    "reachable": self.host.connected(m.peer_id),
+                    "reason": "" if self.host.connected(m.peer_id) else "not connected",
+                }
+                for m in self.roster.roster.members
+                if m.peer_id != self.host.peer_id
+            ],
+        }
+
+    async def control(self, request: dict[str, Any]) -> dict[str, Any]:
+        op = request.get("op")
+        if op == "status":
+            return self.status()
+        if op == "invite":
+            if self.roster.roster.founder != self.host.peer_id:
+                raise HearthError(ErrorCode.INVALID_INPUT, "only the founder invites")
+            grants = parse_roles(request["grant"]) if request.get("grant") else None
+            invite_roles(request.get("role", "phone"), grants)  # check before creating
+            invite = await self.pairing.create(
+                request.get("role", "phone"), grants, float(request.get("ttl", 600))
+            )
+            return {"uri": invite.uri(), "expires": invite.expires, "node": invite.node}
+        raise HearthError(ErrorCode.INVALID_INPUT, f"unknown control op {op!r}")
+
+    def metrics(self) -> dict[str, float]:
+        stats = self.admission.stats
+        return {
+            "hearth_sessions": stats.active,
+            "hearth_queue": stats.queued,
+            "hearth_busy_total": stats.busy,
+            "hearth_admitted_total": stats.admitted,
+            "hearth_members": len(self.roster.roster.members),
+            "hearth_uptime_seconds": time.time() - self.started,
+        }
+
+    async def run(self, ready_file: Path | None) -> None:
+        async with anyio.create_task_group() as tg, self.host.run(self.config.listen):
+            tg.start_soon(serve_control, self.home, self.control)
+            tg.start_soon(self.pairing.run)
+            if self.config.metrics_port:
+                tg.start_soon(serve_metrics, self.config.metrics_port, self.metrics)
+            if self.config.mdns:
+                tg.start_soon(self._advertise)
+            ready = {"peer_id": self.host.peer_id, "addrs": self.host.addrs()}
+            if ready_file is not None:
+                write_secret(ready_file, json.dumps(ready).encode())
+            log.info("serving as %s on %s", self.host.peer_id, ", ".join(ready["addrs"]))
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for signum in signals:
+                    log.info("%s: stopping", signal.Signals(signum).name)
+                    break
+            self.planner.shutdown.set()  # open sessions answer `cancelled`
+            with anyio.move_on_after(SHUTDOWN_GRACE_S):
+                while self.planner.sessions:
+                    await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+        if self.backend is not None:
+            await self.backend.aclose()
+
+    async def _advertise(self) -> None:
+        from .discovery import advertise
+
+        try:
+            port = int(self.host.addrs()[0].split("/tcp/")[1].split("/")[0])
+            ips = [a.split("/")[2] for a in self.config.listen if a.startswith("/ip4/")]
+            await advertise(self.swarm_keys.current, port, ips)
+        except Exception as exc:  # mDNS is a hint: its failure never stops the node
+            log.warning("mDNS advertisement off: %s", exc)
+
+
+async def serve(home: Path, config: NodeConfig, ready_file: Path | None) -> None:
+    quiet_libp2p()
+    backend = await load_backend(config)
+    await Node(home, config, backend).run(ready_file)

@@ -1,0 +1,39 @@
+"""Prometheus text-format metrics on an opt-in loopback port."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import anyio
+from anyio.abc import SocketStream
+
+Gauges = Callable[[], dict[str, float]]
+
+
+def render(values: dict[str, float]) -> str:
+    lines = []
+    for name, value in sorted(values.items()):
+        kind = "counter" if name.endswith("_total") else "gauge"
+        lines += [f"# TYPE {name} {kind}", f"{name} {value:g}"]
+    return "\n".join(lines) + "\n"
+
+
+async def serve_metrics(port: int, gauges: Gauges) -> None:
+    """Answer any HTTP GET on 127.0.0.1:`port` with the current metrics."""
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=port)
+
+    async def one(client: SocketStream) -> None:
+        async with client:
+            with anyio.move_on_after(5):
+                await client.receive(4096)
+            body = render(gauges()).encode()
+            await client.send(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
+                b"Content-Length: "
+                + str(len(body)).encode()
+                + b"\r\nConnection: close\r\n\r\n"
+                + body
+            )
+
+    async with listener:
+        await listener.serve(one)

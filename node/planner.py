@@ -1,0 +1,276 @@
+"""Plan sessions on `/hearth/plan/1`: the node plans, the phone executes.
+
+A round renders the conversation (a continuation after the first), generates under
+a grammar built from the phone's tool schemas while streaming tokens, parses and
+validates every tool call, and sends a signed `ActionPlan` bound to the phone, the
+session, the round, the request and the transcript; the phone's observations
+start the next round, until the model answers in text (`Final`) or the limits
+force it to. The node never executes a phone tool; an invalid plan is never sent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import msgpack
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from hearth.protocol.model.grammar import Mode, tool_grammar
+from hearth.protocol.model.runtime import Sampling
+from hearth.protocol.model.toolcalls import ModelOutputError, parse
+from hearth.protocol.model.validate import check_schemas, validate_call
+from hearth.protocol.transport.streams import FrameStream
+from hearth.protocol.transport.taskgroups import single_error
+from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.protocol.wire.frames import FrameError
+from hearth.protocol.wire.identity import sign
+from hearth.protocol.wire.messages import (
+    ActionPlan,
+    Cancel,
+    Final,
+    Message,
+    Observations,
+    Plan,
+    PlanRequest,
+    PlanStep,
+    Progress,
+    Signed,
+    Token,
+    error_frame,
+)
+from hearth.protocol.wire.session import ENDED, PlanSession, Side
+
+from .admission import Admission
+from .backends import Backend, Conversation
+
+log = logging.getLogger("hearth.planner")
+PLAN_PROTOCOL = "/hearth/plan/1"
+REQUEST_TIMEOUT_S = 30.0
+
+
+@dataclass
+class PlannerSettings:
+    plan_ttl_s: float = 300.0
+    observation_timeout_s: float = 120.0
+
+
+def sign_plan(plan: Plan, key: Ed25519PrivateKey) -> Signed:
+    payload: bytes = msgpack.packb(plan.model_dump(mode="python"), use_bin_type=True)
+    return Signed(payload=payload, signature=sign(key, "plan", payload))
+
+
+class Planner:
+    """Serves plan sessions with one backend, one identity and one admission queue."""
+
+    def __init__(
+        self,
+        key: Ed25519PrivateKey,
+        peer_id: str,
+        backend: Backend | None,
+        admission: Admission,
+        settings: PlannerSettings,
+    ) -> None:
+        self.key = key
+        self.peer_id = peer_id
+        self.backend = backend
+        self.admission = admission
+        self.settings = settings
+        self.sessions = 0
+        self.shutdown = anyio.Event()
+
+    async def serve(self, stream: FrameStream) -> None:
+        """One plan session on `stream` (the handler of `/hearth/plan/1`)."""
+        run = _Session(self, stream)
+        self.sessions += 1
+        try:
+            await run.main()
+        finally:
+            self.sessions -= 1
+
+
+class _Session:
+    def __init__(self, planner: Planner, stream: FrameStream) -> None:
+        self.planner = planner
+        self.stream = stream
+        self.session = PlanSession(Side.NODE, stream.max_frame)
+        self.inbox_send, self.inbox = anyio.create_memory_object_stream[Message | FrameError](64)
+        self.cancel = anyio.Event()
+        self.failed = False
+
+    async def send(self, message: Message) -> None:
+        if self.session.state not in ENDED:
+            await self.stream.write(self.session.send(message))
+
+    async def main(self) -> None:
+        with single_error():
+            await self._main()
+
+    async def _main(self) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._read)
+            tg.start_soon(self._watch_shutdown, tg.cancel_scope)
+            try:
+                with single_error():
+                    await self._run()
+            except HearthError as exc:
+                await self._fail(exc)
+            except Exception:
+                trace = uuid.uuid4().hex[:8]
+                log.exception("plan session failed (trace %s)", trace)
+                await self._fail(HearthError(ErrorCode.INTERNAL, f"internal error (trace {trace})"))
+            tg.cancel_scope.cancel()
+
+    async def _fail(self, exc: HearthError) -> None:
+        if self.failed:
+            return
+        self.failed = True
+        # said even when the phone's bad frame already ended the session (and only once)
+        if self.session.state in ENDED:
+            with contextlib.suppress(HearthError):  # the phone may be gone
+                await self.stream.send(error_frame(exc, self.session.request_id))
+            return
+        with contextlib.suppress(HearthError):
+            await self.send(error_frame(exc, self.session.request_id))
+
+    async def _watch_shutdown(self, scope: anyio.CancelScope) -> None:
+        """On shutdown: stop generating, tell the phone `cancelled`, end the session."""
+        await self.planner.shutdown.wait()
+        self.cancel.set()
+        await anyio.sleep(0.2)  # a generating round stops within a token and reports itself
+        await self._fail(HearthError(ErrorCode.CANCELLED, "the node is shutting down"))
+        scope.cancel()
+
+    async def _read(self) -> None:
+        """Feed the phone's bytes to the session; a Cancel or EOF cancels generation."""
+        async with self.inbox_send:
+            while True:
+                data = await self.stream.read_some()
+                events = self.session.receive_data(data) if data else self.session.receive_eof()
+                for event in events:
+                    if isinstance(event, Cancel) or (isinstance(event, FrameError) and event.fatal):
+                        self.cancel.set()
+                    await self.inbox_send.send(event)
+                if not data:
+                    self.cancel.set()
+                    return
+
+    async def _next(self, timeout: float, what: str) -> Message:
+        with anyio.fail_after(timeout):
+            try:
+                event = await self.inbox.receive()
+            except anyio.EndOfStream as exc:
+                raise HearthError(ErrorCode.UNREACHABLE, "the phone closed the session") from exc
+        if isinstance(event, FrameError):
+            raise event.error
+        if isinstance(event, Cancel):
+            raise HearthError(ErrorCode.CANCELLED, "cancelled by the phone")
+        return event
+
+    async def _run(self) -> None:
+        try:
+            request = await self._next(REQUEST_TIMEOUT_S, "request")
+        except TimeoutError as exc:
+            raise HearthError(ErrorCode.TIMED_OUT, "no plan request within 30 s") from exc
+        assert isinstance(request, PlanRequest)  # the session allows nothing else first
+        backend = self.planner.backend
+        if backend is None:
+            raise HearthError(ErrorCode.MODEL_NOT_LOADED, "this node serves no model")
+        schemas = {t.function.name: dict(t.function.parameters) for t in request.tools}
+        check_schemas(schemas)
+        async with self.planner.admission.slot(self.stream.peer_id):
+            try:
+                with anyio.fail_after(request.limits.deadline_s):
+                    await self._rounds(request, backend, schemas)
+            except TimeoutError as exc:
+                raise HearthError(
+                    ErrorCode.TIMED_OUT, f"plan deadline of {request.limits.deadline_s:g} s passed"
+                ) from exc
+
+    async def _rounds(
+        self, request: PlanRequest, backend: Backend, schemas: dict[str, dict[str, Any]]
+    ) -> None:
+        conv = Conversation(
+            messages=[m.model_dump(exclude_none=True) for m in request.conversation],
+            tools=[t.model_dump() for t in request.tools],
+            thinking=request.thinking,
+        )
+        steps_left = request.limits.max_steps
+        for round_no in range(1, request.limits.max_rounds + 1):
+            last = round_no == request.limits.max_rounds or steps_left == 0
+            mode: Mode = "none" if last else request.tool_choice if round_no == 1 else "auto"
+            await self.send(
+                Progress(
+                    request_id=request.request_id, stage="planning", detail=f"round {round_no}"
+                )
+            )
+
+            async def stream_text(piece: str) -> None:
+                await self.send(Token(request_id=request.request_id, text=piece))
+
+            result = await backend.generate(
+                conv,
+                grammar=tool_grammar(schemas, mode, max_calls=max(1, steps_left)),
+                max_tokens=request.limits.max_tokens,
+                on_text=stream_text,
+                cancel=self.cancel,
+                sampling=Sampling(),
+            )
+            if result.finish == "cancelled":
+                raise HearthError(ErrorCode.CANCELLED, "plan session cancelled")
+            parsed = parse(result.text, schemas)
+            if result.finish == "length" and not parsed.calls:
+                raise ModelOutputError("the model's answer was cut by the token limit")
+            for call in parsed.calls:
+                validate_call(call, schemas)
+            conv.messages.append({"role": "assistant", "content": result.text})
+            if not parsed.calls:
+                await self.send(
+                    Final(request_id=request.request_id, answer=parsed.text, rounds=round_no - 1)
+                )
+                return
+            steps_left -= len(parsed.calls)
+            plan = await self._send_plan(
+                request,
+                round_no,
+                [
+                    PlanStep(id=f"s{i}", tool=c.name, arguments=c.arguments)
+                    for i, c in enumerate(parsed.calls, 1)
+                ],
+            )
+            observed = await self._next(self.planner.settings.observation_timeout_s, "observations")
+            assert isinstance(observed, Observations)
+            if observed.plan_id != plan.plan_id:
+                raise HearthError(ErrorCode.PROTOCOL_ERROR, "observations for another plan")
+            for obs in observed.results:
+                content = (
+                    obs.result if obs.status == "ok" else {"status": obs.status, "error": obs.error}
+                )
+                conv.messages.append({"role": "tool", "content": json.dumps(content)})
+
+    async def _send_plan(self, request: PlanRequest, round_no: int, steps: list[PlanStep]) -> Plan:
+        assert self.session.request_hash is not None
+        now = time.time()
+        plan = Plan(
+            plan_id=uuid.uuid4().hex,
+            signer=self.planner.peer_id,
+            audience=self.stream.peer_id,
+            session_id=request.request_id,
+            round=round_no,
+            request_id=request.request_id,
+            request_hash=self.session.request_hash,
+            transcript_hash=self.session.transcript_hash,
+            issued_at=now,
+            expires_at=now + self.planner.settings.plan_ttl_s,
+            steps=steps,
+        )
+        await self.send(
+            ActionPlan(request_id=request.request_id, plan=sign_plan(plan, self.planner.key))
+        )
+        return plan

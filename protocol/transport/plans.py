@@ -1,0 +1,148 @@
+"""The phone's side of a plan session on `/hearth/plan/1`.
+
+Sends the request, streams tokens to the caller, opens each signed plan against
+what the session binds it to, hands it to the caller's executor, and sends back the
+observations, until `Final`. The node's errors arrive as typed `HearthError`s;
+`cancel` sends a `Cancel` and ends the session.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import anyio
+
+from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.protocol.wire.frames import FrameError
+from hearth.protocol.wire.messages import (
+    ActionPlan,
+    Cancel,
+    ErrorFrame,
+    Final,
+    Message,
+    Observation,
+    Observations,
+    Plan,
+    PlanRequest,
+    Token,
+)
+from hearth.protocol.wire.plans import Expected, open_plan
+from hearth.protocol.wire.session import ENDED, PlanSession, Side
+
+from .streams import FrameStream
+from .taskgroups import single_error
+
+PLAN_PROTOCOL = "/hearth/plan/1"
+Execute = Callable[[Plan], Awaitable[list[Observation]]]
+OnToken = Callable[[Token], Awaitable[None]]
+
+
+@dataclass
+class PlanOutcome:
+    """What a finished session produced."""
+
+    final: Final
+    plans: list[Plan] = field(default_factory=list)
+    tokens: int = 0
+    first_token_s: float | None = None
+
+
+async def _no_tokens(_: Token) -> None:
+    return None
+
+
+async def run_plan_session(
+    stream: FrameStream,
+    request: PlanRequest,
+    *,
+    phone_id: str,
+    execute: Execute,
+    on_token: OnToken = _no_tokens,
+    cancel: anyio.Event | None = None,
+    seen_plans: set[str] | None = None,
+) -> PlanOutcome:
+    """Run one plan session with the node at the other end of `stream`.
+
+    The stream is read all the time, also while a plan executes, so an error or a
+    shutdown notice from the node is never lost behind a long-running step.
+    """
+    session = PlanSession(Side.PHONE, stream.max_frame)
+    seen = seen_plans if seen_plans is not None else set()
+    started = time.monotonic()
+    outcome = PlanOutcome(final=Final(request_id=request.request_id, answer=""))
+    done = False
+    inbox_send, inbox = anyio.create_memory_object_stream[Message | FrameError](256)
+    await stream.write(session.send(request))
+
+    async def read() -> None:
+        async with inbox_send:
+            while True:
+                data = await stream.read_some()
+                for event in session.receive_data(data) if data else session.receive_eof():
+                    await inbox_send.send(event)
+                if not data:
+                    return
+
+    async def converse() -> None:
+        nonlocal done
+        async for event in inbox:
+            if isinstance(event, FrameError):
+                raise event.error
+            if isinstance(event, ErrorFrame):
+                raise HearthError(event.code, event.message, retry_after=event.retry_after)
+            if isinstance(event, Token):
+                outcome.tokens += 1
+                if outcome.first_token_s is None:
+                    outcome.first_token_s = time.monotonic() - started
+                await on_token(event)
+            elif isinstance(event, ActionPlan):
+                expected = Expected(
+                    signer=stream.peer_id,
+                    audience=phone_id,
+                    session_id=request.request_id,
+                    round=session.round,
+                    request_hash=session.request_hash or b"",
+                    transcript_hash=session.transcript_at_plan or b"",
+                )
+                plan = open_plan(event.plan, expected, now=time.time(), seen=seen)
+                seen.add(plan.plan_id)
+                outcome.plans.append(plan)
+                results = await execute(plan)
+                if session.state in ENDED:
+                    continue  # the node ended the session meanwhile: its error comes next
+                await stream.write(
+                    session.send(
+                        Observations(
+                            request_id=request.request_id,
+                            plan_id=plan.plan_id,
+                            round=session.round,
+                            results=results,
+                        )
+                    )
+                )
+            elif isinstance(event, Final):
+                outcome.final = event
+                done = True
+                return
+        raise HearthError(ErrorCode.UNREACHABLE, "the node closed the session")
+
+    async def watch_cancel(scope: anyio.CancelScope) -> None:
+        assert cancel is not None
+        await cancel.wait()
+        await stream.write(
+            session.send(Cancel(request_id=request.request_id, reason="cancelled by the user"))
+        )
+        scope.cancel()
+
+    with single_error():
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read)
+            if cancel is not None:
+                tg.start_soon(watch_cancel, tg.cancel_scope)
+            await converse()
+            tg.cancel_scope.cancel()
+    if not done:
+        raise HearthError(ErrorCode.CANCELLED, "plan session cancelled")
+    return outcome
