@@ -7,8 +7,10 @@ Both stream text through `on_text` as it is produced and stop within one token o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +18,7 @@ from typing import Any, Protocol
 
 import anyio
 import httpx
+import trio
 
 from hearth.protocol.model.chat import ChatTemplate
 from hearth.protocol.model.runtime import Generation, LlamaRuntime, Sampling, SessionMemory
@@ -24,6 +27,8 @@ from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import ModelInfo
 
 OnText = Callable[[str], Awaitable[None]]
+STREAM_INTERVAL_S = 0.015
+USER_TURN = "<|im_start|>user"
 
 
 @dataclass
@@ -69,7 +74,8 @@ class LlamaCppBackend:
             backend="llama-cpp",
         )
 
-    def _text_for(self, conv: Conversation) -> str:
+    def _text_for(self, conv: Conversation) -> tuple[str, str]:
+        """(shared prefix, rest) of what the context needs next."""
         if isinstance(conv.memory, SessionMemory):
             suffix = self.template.continuation(
                 conv.messages[: conv.consumed],
@@ -78,9 +84,12 @@ class LlamaCppBackend:
                 thinking=conv.thinking,
             )
             if suffix is not None:
-                return suffix
+                return "", suffix
         conv.memory = SessionMemory()  # first round, or the template re-renders history
-        return self.template.render(conv.messages, conv.tools, thinking=conv.thinking)
+        full = self.template.render(conv.messages, conv.tools, thinking=conv.thinking)
+        # everything before the first user turn (system prompt, tool schemas) is shared
+        prefix, sep, rest = full.partition(USER_TURN)
+        return (prefix, sep + rest) if sep else ("", full)
 
     async def generate(
         self,
@@ -92,9 +101,9 @@ class LlamaCppBackend:
         cancel: anyio.Event,
         sampling: Sampling,
     ) -> Generation:
-        text = self._text_for(conv)
+        prefix, text = self._text_for(conv)
         stop = threading.Event()
-        sender, receiver = anyio.create_memory_object_stream[str](max_buffer_size=1 << 16)
+        relay = _TextRelay(trio.lowlevel.current_trio_token())
 
         def work() -> Generation:
             try:
@@ -104,11 +113,12 @@ class LlamaCppBackend:
                     grammar=grammar,
                     max_tokens=max_tokens,
                     sampling=sampling,
-                    on_text=lambda piece: anyio.from_thread.run_sync(sender.send_nowait, piece),
                     cancelled=stop.is_set,
+                    on_text=relay.put,
+                    prefix=prefix,
                 )
             finally:
-                anyio.from_thread.run_sync(sender.close)
+                relay.close()
 
         result: list[Generation] = []
 
@@ -123,15 +133,51 @@ class LlamaCppBackend:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(run)
                 tg.start_soon(watch_cancel)
-                async with receiver:
-                    async for piece in receiver:
-                        await on_text(piece)
+                async with relay.wakeups:
+                    async for _ in relay.wakeups:
+                        if text_now := relay.take():
+                            await on_text(text_now)
                 tg.cancel_scope.cancel()  # the worker is done; stop the cancel watcher
         conv.consumed = len(conv.messages) + 1  # + the assistant turn the planner appends
         return result[0]
 
     async def aclose(self) -> None:
         return None
+
+
+class _TextRelay:
+    """Text from the generating thread to the event loop, with as few wake-ups as
+    possible: the first piece at once, then at most one wake-up per interval. Each
+    wake-up costs the token loop GIL hand-overs; a frame costs more than a token."""
+
+    def __init__(self, loop: trio.lowlevel.TrioToken) -> None:
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._pending: list[str] = []
+        self._last = 0.0
+        self._send, self.wakeups = anyio.create_memory_object_stream[None](1)
+
+    def put(self, piece: str) -> None:  # generating thread
+        with self._lock:
+            self._pending.append(piece)
+            now = time.monotonic()
+            if now - self._last < STREAM_INTERVAL_S:
+                return
+            self._last = now
+        self._loop.run_sync_soon(self._wake)
+
+    def close(self) -> None:  # generating thread, at the end
+        self._loop.run_sync_soon(self._wake)
+        self._loop.run_sync_soon(self._send.close)
+
+    def _wake(self) -> None:
+        with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError):
+            self._send.send_nowait(None)
+
+    def take(self) -> str:
+        with self._lock:
+            text, self._pending = "".join(self._pending), []
+        return text
 
 
 @dataclass

@@ -252,7 +252,9 @@ class _Session:
                 content = (
                     obs.result if obs.status == "ok" else {"status": obs.status, "error": obs.error}
                 )
-                conv.messages.append({"role": "tool", "content": json.dumps(content)})
+                conv.messages.append(
+                    {"role": "tool", "tool_call_id": obs.step_id, "content": json.dumps(content)}
+                )
 
     async def _send_plan(self, request: PlanRequest, round_no: int, steps: list[PlanStep]) -> Plan:
         assert self.session.request_hash is not None

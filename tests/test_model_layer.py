@@ -173,3 +173,27 @@ def test_max_tokens_is_enforced(runtime: LlamaRuntime) -> None:
         SessionMemory(), "<|im_start|>user\nhi<|im_end|>\n", grammar=None, max_tokens=7
     )
     assert result.tokens <= 7
+
+
+def test_a_shared_prefix_is_evaluated_once_and_gives_the_same_output(runtime) -> None:
+    template = ChatTemplate(runtime.chat_template)
+    full = template.render([{"role": "user", "content": "note eggs"}], TOOLS)
+    prefix, sep, rest = full.partition("<|im_start|>user")
+    grammar = tool_grammar(SCHEMAS, "required", 1)
+    cold = runtime.generate(
+        SessionMemory(),
+        sep + rest,
+        grammar=grammar,
+        max_tokens=200,
+        prefix=prefix + "<!-- uncached -->",
+    )
+    first = runtime.generate(
+        SessionMemory(), sep + rest, grammar=grammar, max_tokens=200, prefix=prefix
+    )
+    second = runtime.generate(
+        SessionMemory(), sep + rest, grammar=grammar, max_tokens=200, prefix=prefix
+    )
+    plain = runtime.generate(SessionMemory(), full, grammar=grammar, max_tokens=200)
+    assert second.prompt_tokens == len(runtime.tokenize(sep + rest)) < first.prompt_tokens
+    assert first.text == second.text == plain.text
+    assert cold.prompt_tokens > second.prompt_tokens

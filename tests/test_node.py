@@ -285,3 +285,82 @@ def test_bad_config_exits_9_naming_the_field(tmp_path) -> None:
     (home / "config.toml").write_text("max_sesions = 3\n")
     result = cli("hearth-node", "serve", "--home", str(home), check=False)
     assert result.returncode == 9 and "max_sesions" in result.stderr
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_reference_server(processes, model) -> str:
+    """llama-cpp-python's own OpenAI-compatible server on loopback, with `model`."""
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    port = free_port()
+    proc = processes.spawn(
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(model),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        "4096",
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        assert proc.poll() is None, "llama_cpp.server exited"
+        assert time.monotonic() < deadline, "llama_cpp.server did not start"
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=1)
+            return f"http://127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.1)
+
+
+def test_the_same_session_through_an_openai_compatible_upstream(
+    processes, tmp_path, tiny_models
+) -> None:
+    url = start_reference_server(processes, tiny_models[0])
+    node = start_node(processes, tmp_path / "node", "--upstream", url)
+    phone = pair_phone(tmp_path / "phone", node.invite())
+    outcome = plan(phone, node, request())
+    assert outcome.plans and outcome.tokens > 0
+    for step in outcome.plans[0].steps:
+        validate_call(ToolCall(step.tool, dict(step.arguments)), SCHEMAS)
+    assert node.status()["model"]["backend"] == "openai-compatible"
+
+
+def test_health_answers_model_and_load(node, phone) -> None:
+    from hearth.protocol.wire.messages import Health, HealthRequest
+
+    async def ask():
+        host = phone.host()
+        async with host.run([]):
+            stream = await host.open(node.peer_id, "/hearth/health/1", node.addrs)
+            await stream.send(HealthRequest())
+            return await stream.receive()
+
+    health = trio.run(ask)
+    assert isinstance(health, Health) and health.peer_id == node.peer_id
+    assert health.model is not None and health.model.quant == "BF16"
+    assert health.model.backend == "llama-cpp" and health.capacity >= 1
+
+
+def test_metrics_are_served_on_loopback_when_asked(processes, tmp_path, tiny_models) -> None:
+    import urllib.request
+
+    port = free_port()
+    start_node(processes, tmp_path / "node", "--metrics-port", str(port))
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    assert "hearth_sessions 0" in body and "# TYPE hearth_busy_total counter" in body

@@ -12,7 +12,9 @@ Calls block: run them in a worker thread. One lock serialises the shared context
 from __future__ import annotations
 
 import codecs
+import ctypes
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +25,7 @@ from hearth.protocol.wire.errors import ErrorCode, HearthError
 from .loader import load_llama
 
 Finish = Literal["stop", "length", "cancelled"]
+PREFIX_CACHE_SIZE = 8
 
 
 @dataclass
@@ -32,7 +35,7 @@ class Generation:
     text: str
     tokens: int
     finish: Finish
-    prompt_tokens: int
+    prompt_tokens: int  # evaluated for this call (a cached shared prefix is not)
 
 
 @dataclass
@@ -72,6 +75,7 @@ class LlamaRuntime:
         self.n_ctx = self.llm.n_ctx()
         self.chat_template = meta.get("tokenizer.chat_template", "")
         self._owner: SessionMemory | None = None
+        self._prefixes: OrderedDict[str, bytes] = OrderedDict()
 
     def tokenize(self, text: str) -> list[int]:
         return list(self.llm.tokenize(text.encode(), add_bos=False, special=True))
@@ -86,12 +90,18 @@ class LlamaRuntime:
         sampling: Sampling = Sampling(),
         on_text: Callable[[str], None] = lambda _: None,
         cancelled: Callable[[], bool] = lambda: False,
+        prefix: str = "",
     ) -> Generation:
-        """Append `text` to the session's context and generate until end of turn,
-        grammar completion, `max_tokens` or `cancelled()` (checked every token)."""
+        """Append `prefix + text` to the session's context and generate until end of
+        turn, grammar completion, `max_tokens` or `cancelled()` (checked every token).
+
+        A `prefix` that sessions share (the tools block of a first prompt) is evaluated
+        once and its state kept: the next session that starts with it skips it.
+        """
         new_tokens = self.tokenize(text)
         with self.lock:
             self._restore(memory)
+            evaluated_prefix = self._start_from_prefix(memory, prefix) if prefix else 0
             if len(memory.tokens) + len(new_tokens) + max_tokens > self.n_ctx:
                 raise HearthError(
                     ErrorCode.INVALID_INPUT,
@@ -138,17 +148,58 @@ class LlamaRuntime:
             # the last token taken was sampled but not evaluated: the context holds the rest
             evaluated = produced[:-1] if finish != "stop" else produced
             memory.tokens = memory.tokens + new_tokens + evaluated
-            memory.snapshot = self.llm.save_state()
             self._owner = memory
-            return Generation("".join(pieces), len(produced), finish, len(new_tokens))
+            return Generation(
+                "".join(pieces), len(produced), finish, evaluated_prefix + len(new_tokens)
+            )
+
+    def _start_from_prefix(self, memory: SessionMemory, prefix: str) -> int:
+        """Put the shared `prefix` in `memory`'s (empty) context, from cache if held;
+        returns how many tokens had to be evaluated for it."""
+        tokens = self.tokenize(prefix)
+        cached = self._prefixes.get(prefix)
+        memory.tokens = list(tokens)
+        if cached is not None:
+            self._prefixes.move_to_end(prefix)
+            self._load_seq(cached, tokens)
+            return 0
+        self.llm.eval(tokens)
+        self._prefixes[prefix] = self._save_seq()
+        while len(self._prefixes) > PREFIX_CACHE_SIZE:
+            self._prefixes.popitem(last=False)
+        return len(tokens)
+
+    def _save_seq(self) -> bytes:
+        lib, ctx = self._lib, self.llm.ctx
+        size = lib.llama_state_seq_get_size(ctx, 0)
+        buf = (ctypes.c_uint8 * size)()
+        used = lib.llama_state_seq_get_data(ctx, buf, size, 0)
+        return bytes(memoryview(buf)[:used])
+
+    def _load_seq(self, snapshot: bytes, tokens: list[int]) -> None:
+        self.llm.reset()
+        self.llm._ctx.kv_cache_seq_rm(-1, 0, -1)  # nothing of the previous session stays
+        data = (ctypes.c_uint8 * len(snapshot)).from_buffer_copy(snapshot)
+        if self._lib.llama_state_seq_set_data(self.llm.ctx, data, len(snapshot), 0) == 0:
+            raise HearthError(ErrorCode.INTERNAL, "could not restore a saved model state")
+        self.llm.n_tokens = len(tokens)
+        self.llm.input_ids[: len(tokens)] = tokens
 
     def _restore(self, memory: SessionMemory) -> None:
+        """Give the context to `memory`'s session, snapshotting the session that held it.
+
+        Snapshots are taken only when sessions take turns, and hold the sequence's
+        state alone (not llama-cpp-python's logits buffer, which is n_batch x n_vocab).
+        """
         if self._owner is memory and self.llm.n_tokens == len(memory.tokens):
             return  # the context already holds this session
-        if memory.snapshot is None:
-            self.llm.reset()  # the next eval clears the context from position 0
+        if self._owner is not None and self._owner.tokens:
+            self._owner.snapshot = self._save_seq()
+        if memory.snapshot is not None:
+            self._load_seq(memory.snapshot, memory.tokens)
         else:
-            self.llm.load_state(memory.snapshot)
+            self.llm.reset()
+            self.llm._ctx.kv_cache_seq_rm(-1, 0, -1)
         self._owner = memory
 
 
