@@ -1,0 +1,1 @@
+"""The phone's tools: the registry (the local manifest) and the built-in tools."""

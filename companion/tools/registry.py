@@ -1,0 +1,186 @@
+"""The tool registry: the phone's own manifest, never taken from a planner.
+
+A tool is a typed Python function registered with a decorator. Its JSON schema
+(OpenAI function format) comes from the type hints through pydantic; it carries a
+tier, MCP-style annotations, which arguments are control arguments (recipient,
+URL, path, amount), and whether its results are private.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.protocol.wire.messages import ToolSpec
+
+
+class Tier(StrEnum):
+    """How much a tool may do, from harmless to irreversible."""
+
+    READ_ONLY = "read-only"  # runs
+    OPEN_WORLD_READ = "open-world-read"  # runs; may not carry private values out
+    REVERSIBLE = "reversible-write"  # one approval per plan
+    IRREVERSIBLE = "irreversible"  # send, call, pay, delete: confirmation per step
+
+
+@dataclass(frozen=True)
+class Annotations:
+    """MCP-style hints (unannotated MCP tools get the MCP defaults: destructive, open-world)."""
+
+    read_only: bool = False
+    destructive: bool = True
+    idempotent: bool = False
+    open_world: bool = True
+
+    def as_dict(self) -> dict[str, bool]:
+        return {
+            "readOnlyHint": self.read_only,
+            "destructiveHint": self.destructive,
+            "idempotentHint": self.idempotent,
+            "openWorldHint": self.open_world,
+        }
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a running tool gets besides its arguments."""
+
+    idempotency_key: str  # "plan_id:step_id": built-in tools deduplicate on it
+
+
+Handler = Callable[..., Awaitable[Any]]
+
+
+@dataclass
+class Tool:
+    """One entry of the manifest."""
+
+    name: str
+    description: str
+    handler: Handler
+    tier: Tier
+    annotations: Annotations
+    control_args: frozenset[str]
+    private: bool
+    args_model: type[BaseModel]
+    source: str = "builtin"
+    untrusted_results: bool = False
+    schema: dict[str, Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.schema = self.args_model.model_json_schema()
+        self.schema.pop("title", None)
+        for prop in self.schema.get("properties", {}).values():
+            prop.pop("title", None)
+
+    @property
+    def sensitive(self) -> bool:
+        return self.tier in (Tier.REVERSIBLE, Tier.IRREVERSIBLE) or self.annotations.open_world
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec.model_validate(
+            {
+                "type": "function",
+                "function": {
+                    "name": self.name,
+                    "description": self.description,
+                    "parameters": self.schema,
+                },
+            }
+        )
+
+    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Arguments checked against the local schema; `plan_rejected` otherwise."""
+        try:
+            return self.args_model.model_validate(arguments).model_dump()
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"]) or "arguments"
+            raise HearthError(
+                ErrorCode.PLAN_REJECTED, f"{self.name}: {where}: {err['msg']}"
+            ) from exc
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> Any:
+        return await self.handler(ctx, **arguments)
+
+
+def args_model_of(fn: Callable[..., Any], name: str) -> type[BaseModel]:
+    """A pydantic model of `fn`'s parameters after the leading `ctx`."""
+    hints = get_type_hints(fn, include_extras=True)
+    fields: dict[str, Any] = {}
+    for param in list(inspect.signature(fn).parameters.values())[1:]:
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[param.name] = (hints[param.name], default)
+    return create_model(  # type: ignore[call-overload,no-any-return]
+        f"{name}_args", __config__=ConfigDict(extra="forbid"), **fields
+    )
+
+
+class Registry:
+    """The manifest: tools by name."""
+
+    def __init__(self) -> None:
+        self.tools: dict[str, Tool] = {}
+
+    def tool(
+        self,
+        *,
+        tier: Tier,
+        annotations: Annotations,
+        control: tuple[str, ...] = (),
+        private: bool = False,
+    ) -> Callable[[Handler], Handler]:
+        """Register an async function `(ctx, **args)` as a tool; its docstring describes it."""
+
+        def register(fn: Handler) -> Handler:
+            name = fn.__name__
+            self.add(
+                Tool(
+                    name=name,
+                    description=inspect.getdoc(fn) or "",
+                    handler=fn,
+                    tier=tier,
+                    annotations=annotations,
+                    control_args=frozenset(control),
+                    private=private,
+                    args_model=args_model_of(fn, name),
+                )
+            )
+            return fn
+
+        return register
+
+    def add(self, tool: Tool) -> None:
+        if tool.name in self.tools:
+            raise HearthError(ErrorCode.INVALID_INPUT, f"two tools named {tool.name}")
+        self.tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool:
+        try:
+            return self.tools[name]
+        except KeyError as exc:
+            raise HearthError(ErrorCode.PLAN_REJECTED, f"no tool {name!r} on this phone") from exc
+
+    def specs(self, names: set[str] | None = None) -> list[ToolSpec]:
+        return [t.spec() for n, t in self.tools.items() if names is None or n in names]
+
+    def manifest(self) -> list[dict[str, Any]]:
+        """What `hearth tools --json` prints."""
+        return [
+            {
+                "name": t.name,
+                "tier": t.tier.value,
+                "annotations": t.annotations.as_dict(),
+                "control_args": sorted(t.control_args),
+                "private": t.private,
+                "source": t.source,
+                "schema": t.schema,
+            }
+            for t in self.tools.values()
+        ]
