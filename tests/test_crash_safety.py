@@ -87,7 +87,7 @@ def test_a_non_idempotent_step_caught_mid_run_is_not_rerun_when_the_user_says_no
     home = tmp_path / "phone"
     plan = make_plan(
         ("s1", "append_then_wait", {"line": "effect", "seconds": 30}, []),
-        ("s2", "notes_create", {"text": "after"}, []),
+        ("s2", "notes_search", {"query": ""}, []),
     )
     (tmp_path / "plan.json").write_text(plan.model_dump_json())
     first = phone(processes, home, "run", str(tmp_path / "plan.json"))
