@@ -129,9 +129,7 @@ class Executor:
             state.tainted_by.add(f"{source.tool} ({source.source})")
         try:
             check_structure(plan)
-            self.journal.accept(
-                plan.plan_id, plan.signer, plan.request_id, plan.model_dump(mode="json")
-            )
+            self.journal.accept(plan.plan_id, plan.signer, plan.request_id, plan.model_dump_json())
         except HearthError as exc:
             self._audit(plan, "-", {}, "refused", exc.message, "refused")
             return [
@@ -151,7 +149,7 @@ class Executor:
         idempotent, otherwise the user is asked. Returns the plan ids finished."""
         finished = []
         for plan_id, _signer, body in self.journal.unfinished():
-            plan = Plan.model_validate(body)
+            plan = Plan.model_validate_json(body)
             records = self.journal.steps(plan_id)
             state = SessionState()
             approved_plan = False

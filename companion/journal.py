@@ -53,12 +53,12 @@ class Journal:
         self.db = connect(path)
         self.db.executescript(SCHEMA)
 
-    def accept(self, plan_id: str, signer: str, request_id: str, body: dict[str, Any]) -> None:
+    def accept(self, plan_id: str, signer: str, request_id: str, body: str) -> None:
         """Record a plan as accepted; a plan id seen before is a replay."""
         try:
             self.db.execute(
                 "INSERT INTO plans VALUES (?, ?, ?, ?, 'accepted', ?)",
-                (plan_id, signer, request_id, time.time(), json.dumps(body)),
+                (plan_id, signer, request_id, time.time(), body),
             )
         except sqlite3.IntegrityError as exc:
             raise HearthError(
@@ -105,9 +105,9 @@ class Journal:
             for r in rows
         }
 
-    def unfinished(self) -> list[tuple[str, str, dict[str, Any]]]:
-        """Accepted plans that did not finish: (plan id, signer, plan body)."""
+    def unfinished(self) -> list[tuple[str, str, str]]:
+        """Accepted plans that did not finish: (plan id, signer, plan as JSON)."""
         rows = self.db.execute(
             "SELECT plan_id, signer, body FROM plans WHERE state='accepted' ORDER BY accepted_at"
         )
-        return [(r[0], r[1], json.loads(r[2])) for r in rows]
+        return [(r[0], r[1], r[2]) for r in rows]

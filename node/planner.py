@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from hearth.protocol.model.grammar import Mode, tool_grammar
 from hearth.protocol.model.runtime import Sampling
-from hearth.protocol.model.toolcalls import ModelOutputError, parse
+from hearth.protocol.model.toolcalls import parse_generation
 from hearth.protocol.model.validate import check_schemas, validate_call
 from hearth.protocol.transport.streams import FrameStream
 from hearth.protocol.transport.taskgroups import single_error
@@ -224,9 +224,7 @@ class _Session:
             )
             if result.finish == "cancelled":
                 raise HearthError(ErrorCode.CANCELLED, "plan session cancelled")
-            parsed = parse(result.text, schemas)
-            if result.finish == "length" and not parsed.calls:
-                raise ModelOutputError("the model's answer was cut by the token limit")
+            parsed = parse_generation(result.text, result.finish, schemas)
             for call in parsed.calls:
                 validate_call(call, schemas)
             conv.messages.append({"role": "assistant", "content": result.text})

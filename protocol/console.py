@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from hearth.protocol.transport.taskgroups import single_error
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
 
@@ -42,7 +43,8 @@ def emit(as_json: bool, payload: dict[str, Any], render: Callable[[], None]) -> 
 def reporting(as_json: bool) -> Iterator[None]:
     """Turn a `HearthError` into its JSON object or message, and its exit status."""
     try:
-        yield
+        with single_error():  # a task group's lone HearthError is reported as itself
+            yield
     except HearthError as exc:
         _fail(as_json, exc)
     except KeyboardInterrupt:

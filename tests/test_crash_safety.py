@@ -60,7 +60,7 @@ def test_killed_inside_and_between_steps_every_step_runs_exactly_once(tmp_path, 
     home = tmp_path / "phone"
     plan = make_plan(
         ("s1", "notes_create", {"text": "one"}, []),
-        ("s2", "pause", {"seconds": 30}, []),
+        ("s2", "pause", {"seconds": 3}, []),
         ("s3", "notes_create", {"text": "three"}, []),
         ("s4", "message_send", {"to": "+49", "body": "done"}, []),
     )

@@ -9,6 +9,7 @@ URL, path, amount), and whether its results are private.
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -110,6 +111,10 @@ class Tool:
         return await self.handler(ctx, **arguments)
 
 
+def _stem(word: str) -> str:
+    return word[:-1] if word.endswith("s") and len(word) > 3 else word
+
+
 def args_model_of(fn: Callable[..., Any], name: str) -> type[BaseModel]:
     """A pydantic model of `fn`'s parameters after the leading `ctx`."""
     hints = get_type_hints(fn, include_extras=True)
@@ -169,6 +174,25 @@ class Registry:
 
     def specs(self, names: set[str] | None = None) -> list[ToolSpec]:
         return [t.spec() for n, t in self.tools.items() if names is None or n in names]
+
+    def candidates(self, text: str, limit: int = 6) -> set[str]:
+        """The tools a request may need (words shared with name or description); all
+        of them when nothing matches. Only these schemas are sent off the phone."""
+        words = {_stem(w) for w in re.findall(r"[a-z]+", text.lower()) if len(w) > 2}
+        scored = []
+        for tool in self.tools.values():
+            vocabulary = {
+                _stem(w)
+                for w in re.findall(
+                    r"[a-z]+", f"{tool.name} {tool.description}".lower().replace("_", " ")
+                )
+                if len(w) > 2
+            }
+            if score := len(words & vocabulary):
+                scored.append((score, tool.name))
+        if not scored:
+            return set(self.tools)
+        return {name for _, name in sorted(scored, reverse=True)[:limit]}
 
     def manifest(self) -> list[dict[str, Any]]:
         """What `hearth tools --json` prints."""

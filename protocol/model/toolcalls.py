@@ -41,6 +41,17 @@ class Parsed:
 
     text: str
     calls: list[ToolCall]
+    truncated: bool = False
+
+
+def parse_generation(output: str, finish: str, schemas: dict[str, dict[str, Any]]) -> Parsed:
+    """`parse`, knowing how generation ended: a text answer cut by the token limit is
+    kept and marked truncated; a cut tool call is an error (`parse` raises)."""
+    parsed = parse(output, schemas)
+    if finish == "length" and not parsed.calls:
+        parsed.text += " …"
+        parsed.truncated = True
+    return parsed
 
 
 def parse(output: str, schemas: dict[str, dict[str, Any]] | None = None) -> Parsed:

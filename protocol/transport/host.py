@@ -23,9 +23,11 @@ from libp2p.crypto.ed25519 import create_new_key_pair
 from libp2p.crypto.x25519 import create_new_key_pair as create_x25519_key_pair
 from libp2p.custom_types import TProtocol
 from libp2p.network.config import ConnectionConfig, RetryConfig
+from libp2p.network.exceptions import SwarmDialAllFailedError
 from libp2p.peer.id import ID
 from libp2p.peer.peerinfo import PeerInfo
 from libp2p.security.noise.transport import PROTOCOL_ID as NOISE_PROTOCOL_ID
+from libp2p.transport.exceptions import OpenConnectionError
 from multiaddr import Multiaddr
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
@@ -254,6 +256,10 @@ def classify_dial_error(peer_id: str, exc: BaseException) -> HearthError:
         )
     if any(isinstance(e, trio.TooSlowError) for e in chain) or "timeout" in text:
         return HearthError(ErrorCode.TIMED_OUT, f"connecting to {peer_id} timed out")
-    if any(isinstance(e, ConnectionRefusedError) for e in chain) or "refused" in text:
-        return HearthError(ErrorCode.UNREACHABLE, f"{peer_id}: connection refused")
+    refused = (ConnectionRefusedError, OpenConnectionError, SwarmDialAllFailedError)
+    if any(isinstance(e, refused) for e in chain) or "refused" in text:
+        return HearthError(
+            ErrorCode.UNREACHABLE,
+            f"{peer_id}: connection refused at every known address (is it running?)",
+        )
     return HearthError(ErrorCode.UNREACHABLE, f"cannot reach {peer_id}: {type(exc).__name__}")

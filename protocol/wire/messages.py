@@ -25,7 +25,9 @@ Key32 = Annotated[bytes, Field(min_length=32, max_length=32)]
 class Model(BaseModel):
     """Base of every wire value: immutable, unknown fields ignored."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(
+        frozen=True, extra="ignore", ser_json_bytes="base64", val_json_bytes="base64"
+    )
 
 
 class Message(Model):

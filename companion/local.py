@@ -1,0 +1,98 @@
+"""The phone's own model: a Q4 GGUF through the shared model layer, loaded lazily,
+kept warm (one load per process), memory-mapped. Same template, grammar, parsing
+and validation as the home node; its plans run through the same executor."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from hearth.protocol.model.chat import ChatTemplate
+from hearth.protocol.model.grammar import tool_grammar
+from hearth.protocol.model.runtime import LlamaRuntime, SessionMemory
+from hearth.protocol.model.toolcalls import parse_generation
+from hearth.protocol.model.validate import validate_call
+from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.protocol.wire.messages import Plan, PlanStep, ToolSpec
+
+
+@dataclass
+class LocalResult:
+    answer: str
+    plan: Plan | None
+    tokens: int
+
+
+class LocalModel:
+    """The phone's model, loaded on first use."""
+
+    def __init__(self, path: Path | None, n_ctx: int = 4096) -> None:
+        self.path = path
+        self.n_ctx = n_ctx
+        self._runtime: LlamaRuntime | None = None
+
+    async def runtime(self) -> LlamaRuntime:
+        if self.path is None or not self.path.is_file():
+            raise HearthError(
+                ErrorCode.MODEL_NOT_LOADED,
+                "no local model: run `hearth init --model tiny-q4_k_m.gguf` (or a real Q4 GGUF)",
+            )
+        if self._runtime is None:
+            self._runtime = await anyio.to_thread.run_sync(
+                lambda: LlamaRuntime(self.path, n_ctx=self.n_ctx)
+            )  # type: ignore[arg-type]
+        return self._runtime
+
+    async def plan(
+        self,
+        text: str,
+        tools: list[ToolSpec],
+        phone_id: str,
+        max_tokens: int = 384,
+        max_calls: int = 2,
+    ) -> LocalResult:
+        """One local round: a validated local plan, or an answer. A call that is cut or
+        breaks its schema raises `plan_rejected` (the router may escalate)."""
+        runtime = await self.runtime()
+        template = ChatTemplate(runtime.chat_template)
+        tool_dicts = [t.model_dump() for t in tools]
+        schemas: dict[str, dict[str, Any]] = {
+            t.function.name: dict(t.function.parameters) for t in tools
+        }
+        prompt = template.render([{"role": "user", "content": text}], tool_dicts)
+        result = await anyio.to_thread.run_sync(
+            lambda: runtime.generate(
+                SessionMemory(),
+                prompt,
+                grammar=tool_grammar(schemas, "auto", max_calls),
+                max_tokens=max_tokens,
+            )
+        )
+        parsed = parse_generation(result.text, result.finish, schemas)
+        for call in parsed.calls:
+            validate_call(call, schemas)
+        if not parsed.calls:
+            return LocalResult(parsed.text, None, result.tokens)
+        now = time.time()
+        plan = Plan(
+            plan_id=uuid.uuid4().hex,
+            signer=phone_id,
+            audience=phone_id,
+            session_id="local",
+            round=1,
+            request_id="local",
+            request_hash=bytes(32),
+            transcript_hash=bytes(32),
+            issued_at=now,
+            expires_at=now + 300,
+            steps=[
+                PlanStep(id=f"s{i}", tool=c.name, arguments=c.arguments)
+                for i, c in enumerate(parsed.calls, 1)
+            ],
+        )
+        return LocalResult(parsed.text, plan, result.tokens)

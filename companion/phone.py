@@ -1,0 +1,306 @@
+"""The phone: identity, policy, tools, executor, local model and the node client, wired.
+
+`ask` routes a request, plans it (remotely on the paired home node, or on the
+phone's own model), runs every plan through the executor, and returns the
+`hearth ask --json` object.
+"""
+
+from __future__ import annotations
+
+import time
+import tomllib
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+
+from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.protocol.wire.messages import (
+    ChatMessage,
+    DeviceContext,
+    Limits,
+    Plan,
+    PlanRequest,
+    Token,
+)
+
+from .audit import AuditLog, AuditRecord
+from .confirm import Confirmer
+from .executor import Executor, Policy, SessionState
+from .journal import Journal
+from .local import LocalModel
+from .policy import load_policy
+from .router import Decision, Route, RouteInput, decide
+from .tools.builtin import register_builtin
+from .tools.registry import Registry
+from .tools.storage import PhoneData
+
+CONNECT_TIMEOUT_S = 3.0
+OnToken = Callable[[str], Awaitable[None]]
+
+
+def plan_view(plan: Plan, observations: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "plan_id": plan.plan_id,
+        "signer": plan.signer,
+        "round": plan.round,
+        "steps": [
+            {
+                "id": s.id,
+                "tool": s.tool,
+                "arguments": s.arguments,
+                "status": observations.get(s.id, {}).get("status", "skipped"),
+                "result": observations.get(s.id, {}).get("result"),
+            }
+            for s in plan.steps
+        ],
+    }
+
+
+class Phone:
+    """Everything `hearth` needs for one home directory."""
+
+    def __init__(self, home: Path, confirmer: Confirmer) -> None:
+        from hearth.protocol.transport.keys import load_identity
+        from hearth.protocol.wire.identity import peer_id_of
+
+        self.home = home
+        self.key = load_identity(home)
+        self.peer_id = peer_id_of(self.key)
+        self.policy = load_policy(home)
+        config_path = home / "config.toml"
+        config = tomllib.loads(config_path.read_text()) if config_path.exists() else {}
+        self.registry = Registry()
+        register_builtin(self.registry, PhoneData(home / "data"))
+        self.journal = Journal(home / "journal.db")
+        self.audit = AuditLog(home)
+        self.executor = Executor(
+            self.registry,
+            self.journal,
+            self.audit,
+            confirmer,
+            Policy(private_to_home=self.policy.private_to_home),
+        )
+        model = config.get("model") or ""
+        self.local = LocalModel(Path(model) if model else None)
+
+    def remote_tools(self, text: str) -> list[Any]:
+        """Schemas that leave the phone: the request's candidate tools, never the
+        policy's never-remote ones."""
+        keep = self.registry.candidates(text) - set(self.policy.never_remote_tools)
+        return self.registry.specs(keep)
+
+    def _host(self):  # type: ignore[no-untyped-def]
+        from hearth.protocol.transport.host import HearthHost, quiet_libp2p
+        from hearth.protocol.transport.keys import SwarmKeys
+        from hearth.protocol.transport.membership import RosterHolder
+
+        quiet_libp2p()
+        roster = RosterHolder(self.home)
+        keys = SwarmKeys.load(self.home)
+        return HearthHost(self.key, lambda: keys.accepted(time.time()), roster.admits), roster
+
+    async def ask(
+        self,
+        text: str,
+        route: Route,
+        on_token: OnToken,
+        cancel: anyio.Event,
+        tool_choice: Literal["auto", "required", "none"] = "auto",
+    ) -> dict[str, Any]:
+        started = time.monotonic()
+        request_id = uuid.uuid4().hex
+        out: dict[str, Any] = {
+            "request_id": request_id,
+            "route": "local",
+            "escalated": False,
+            "reason": "",
+            "node": None,
+            "plans": [],
+            "plan": None,
+            "answer": "",
+            "timings": {},
+        }
+        await self.executor.resume()  # finish what a crash interrupted, first
+        if not (self.home / "roster.signed").exists():
+            if route == "remote":
+                raise HearthError(ErrorCode.INVALID_INPUT, "not paired: run `hearth pair URI`")
+            return await self._local(text, out, "not paired with a home node", started)
+        host, roster = self._host()
+        node = roster.roster.founder
+        out["node"] = node
+        from hearth.protocol.transport.addressbook import AddressBook
+
+        async with host.run([]):
+            reachable, why = True, ""
+            t0 = time.monotonic()
+            try:
+                await host.connect(node, AddressBook(self.home).get(node), CONNECT_TIMEOUT_S)
+            except HearthError as exc:
+                if route == "remote":
+                    raise
+                reachable, why = False, f"{exc.code.value}: {exc.message}"
+            out["timings"]["connect_ms"] = round((time.monotonic() - t0) * 1000, 1)
+            decision = decide(
+                RouteInput(
+                    text=text,
+                    candidate_tools=len(self.registry.tools),
+                    node_reachable=reachable,
+                    node_reason=why,
+                ),
+                self.policy,
+                route,
+            )
+            if decision.route == "local":
+                try:
+                    return await self._local(text, out, decision.reason, started)
+                except HearthError as exc:
+                    if not (decision.may_escalate and reachable):
+                        raise
+                    decision = Decision(
+                        "remote", f"escalated: the local plan failed ({exc.message})"
+                    )
+                    out["escalated"] = True
+            try:
+                return await self._remote(
+                    host,
+                    node,
+                    text,
+                    out,
+                    decision.reason,
+                    on_token,
+                    cancel,
+                    started,
+                    tool_choice,
+                )
+            except HearthError as exc:
+                if route != "auto" or exc.code not in (ErrorCode.UNREACHABLE, ErrorCode.TIMED_OUT):
+                    raise
+                return await self._local(
+                    text,
+                    out,
+                    f"home node lost mid-request ({exc.message}): answered locally",
+                    started,
+                )
+
+    async def _remote(
+        self,
+        host,
+        node: str,
+        text: str,
+        out: dict[str, Any],
+        reason: str,  # type: ignore[no-untyped-def]
+        on_token: OnToken,
+        cancel: anyio.Event,
+        started: float,
+        tool_choice: Literal["auto", "required", "none"],
+    ) -> dict[str, Any]:
+        from hearth.protocol.transport.plans import PLAN_PROTOCOL, run_plan_session
+
+        out.update(route="remote", reason=reason)
+        self._audit_route(out)
+        state = SessionState()
+        observed: dict[str, dict[str, Any]] = {}
+
+        async def execute(plan: Plan):  # type: ignore[no-untyped-def]
+            observations = await self.executor.execute(plan, state, friend=plan.signer != node)
+            observed.update(
+                {o.step_id: {"status": o.status, "result": o.result} for o in observations}
+            )
+            return observations
+
+        async def token(t: Token) -> None:
+            await on_token(t.text)
+
+        request = PlanRequest(
+            request_id=out["request_id"],
+            tools=self.remote_tools(text),
+            limits=Limits(max_steps=4, max_rounds=3, max_tokens=768, deadline_s=120),
+            conversation=[ChatMessage(role="user", content=text)],
+            device=DeviceContext(),
+            tool_choice=tool_choice,
+        )
+        stream = await host.open(node, PLAN_PROTOCOL)
+        outcome = await run_plan_session(
+            stream, request, phone_id=self.peer_id, execute=execute, on_token=token, cancel=cancel
+        )
+        out["plans"] = [plan_view(p, observed) for p in outcome.plans]
+        out["plan"] = out["plans"][-1] if out["plans"] else None
+        out["answer"] = outcome.final.answer
+        if outcome.first_token_s is not None:
+            out["timings"]["first_token_ms"] = round(outcome.first_token_s * 1000, 1)
+        out["timings"]["total_ms"] = round((time.monotonic() - started) * 1000, 1)
+        return out
+
+    async def _local(
+        self, text: str, out: dict[str, Any], reason: str, started: float
+    ) -> dict[str, Any]:
+        out.update(route="local", reason=reason)
+        self._audit_route(out)
+        candidates = self.registry.specs(self.registry.candidates(text))
+        result = await self.local.plan(text, candidates, self.peer_id)
+        out["answer"] = result.answer
+        if result.plan is not None:
+            observations = await self.executor.execute(result.plan, SessionState(), home=False)
+            observed = {o.step_id: {"status": o.status, "result": o.result} for o in observations}
+            out["plans"] = [plan_view(result.plan, observed)]
+            out["plan"] = out["plans"][0]
+            if not out["answer"]:
+                done = sum(o.status == "ok" for o in observations)
+                out["answer"] = f"Ran {done} of {len(observations)} step(s) on the phone."
+        out["timings"]["total_ms"] = round((time.monotonic() - started) * 1000, 1)
+        return out
+
+    def _audit_route(self, out: dict[str, Any]) -> None:
+        self.audit.append(
+            AuditRecord(
+                out["request_id"],
+                self.peer_id,
+                "-",
+                "",
+                "route",
+                f"{out['route']}: {out['reason']}",
+                "ok",
+            )
+        )
+
+    async def status(self) -> dict[str, Any]:
+        """`hearth status --json`: the paired nodes, reachable or not and why."""
+        out: dict[str, Any] = {"peer_id": self.peer_id, "nodes": []}
+        if not (self.home / "roster.signed").exists():
+            return out
+        from hearth.protocol.transport.addressbook import AddressBook
+        from hearth.protocol.wire.messages import Health, HealthRequest
+        from hearth.protocol.wire.roster import Role
+
+        host, roster = self._host()
+        book = AddressBook(self.home)
+        async with host.run([]):
+            for member in roster.roster.members:
+                if not ({Role.HOME, Role.PLANNER} & member.roles):
+                    continue
+                entry = {
+                    "peer_id": member.peer_id,
+                    "name": member.name,
+                    "reachable": False,
+                    "reason": "",
+                    "latency_ms": None,
+                    "model": None,
+                }
+                try:
+                    t0 = time.monotonic()
+                    stream = await host.open(
+                        member.peer_id, "/hearth/health/1", book.get(member.peer_id)
+                    )
+                    await stream.send(HealthRequest())
+                    health = await stream.receive()
+                    entry["latency_ms"] = round((time.monotonic() - t0) * 1000, 1)
+                    entry["reachable"] = True
+                    if isinstance(health, Health) and health.model is not None:
+                        entry["model"] = health.model.model_dump()
+                except HearthError as exc:
+                    entry["reason"] = f"{exc.code.value}: {exc.message}"
+                out["nodes"].append(entry)
+        return out
