@@ -3,7 +3,6 @@
     probe serve HOME --listen MADDR [--ready-file F]   answer /hearth/health/1
     probe ping HOME PEER_ID ADDR [--count N]           connect, exchange health frames
     probe watch HOME PEER_ID ADDR [--bound S]          connect, report when the peer dies
-    probe demo DIR                                     the demo's multi-process walk-through
 
 Every command prints JSON lines. A home holds `identity.key`, `swarm.key`,
 `roster.signed` and `founder`; the gate admits the roster's members.
@@ -13,11 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from statistics import median
@@ -106,23 +101,6 @@ async def watch_peer(home: Path, peer_id: str, addr: str, bound: float) -> None:
         say(event="dead", peer_id=peer_id, quiet_s=quiet, at=time.time())
 
 
-def _probe(*args: str) -> subprocess.Popen[str]:
-    cmd = [sys.executable, "-m", "hearth.protocol.transport.probe", *args]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-
-
-def _wait_ready(ready_file: Path, proc: subprocess.Popen[str], timeout: float) -> dict[str, str]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if ready_file.exists():
-            ready: dict[str, str] = json.loads(ready_file.read_text())
-            return ready
-        if proc.poll() is not None:
-            raise RuntimeError(f"probe server exited with status {proc.returncode}")
-        time.sleep(0.05)
-    raise TimeoutError("probe server did not become ready")
-
-
 def _share(src: Path, dst: Path, *names: str) -> None:
     """What pairing hands a new member: copies of the founder's files (mode kept)."""
     for name in names:
@@ -145,69 +123,6 @@ def lay_out_homes(directory: Path) -> dict[str, Path]:
     return homes
 
 
-def serve_in_background(
-    home: Path, ready_file: Path
-) -> tuple[subprocess.Popen[str], dict[str, str]]:
-    """Start `probe serve` for `home`; wait (bounded) until it listens."""
-    server = _probe("serve", str(home), "--ready-file", str(ready_file))
-    try:
-        return server, _wait_ready(ready_file, server, 30)
-    except BaseException:
-        server.kill()
-        server.wait()
-        raise
-
-
-def demo(directory: Path) -> None:
-    """An admitted phone, a wrong-key device and an off-roster one dial the node, each
-    from its own process; then the node is killed and the phone's keepalive notices."""
-    homes = lay_out_homes(directory)
-    node, phone, stranger, outsider = homes.values()
-    server, ready = serve_in_background(node, directory / "ready.json")
-    try:
-        addr = ready["addrs"][0]
-        for home, step in (
-            (phone, "phone (member)"),
-            (stranger, "wrong swarm key"),
-            (outsider, "right key, off the roster"),
-        ):
-            out, _ = _probe("ping", str(home), ready["peer_id"], addr, "--count", "20").communicate(
-                timeout=60
-            )
-            event = json.loads(out.splitlines()[-1])
-            if event["event"] == "pong":
-                say(
-                    step=step,
-                    outcome="connected",
-                    detail=(
-                        f"{event['connect_ms']:.1f} ms to connect, "
-                        f"{event['rtt_ms_median']:.2f} ms median frame round trip"
-                    ),
-                )
-            else:
-                say(
-                    step=step,
-                    outcome=event["code"],
-                    detail=(f"after {event['ms']:.1f} ms: {event['message']}"),
-                )
-        watcher = _probe("watch", str(phone), ready["peer_id"], addr, "--bound", "3")
-        assert watcher.stdout is not None
-        watcher.stdout.readline()  # watching
-        time.sleep(0.5)
-        killed_at = time.time()
-        os.kill(server.pid, signal.SIGKILL)
-        dead = json.loads(watcher.stdout.readline())
-        watcher.wait(timeout=10)
-        say(
-            step="node killed (kill -9)",
-            outcome="noticed",
-            detail=f"by the phone after {dead['at'] - killed_at:.2f} s",
-        )
-    finally:
-        server.kill()
-        server.wait()
-
-
 def main(argv: list[str] | None = None) -> None:
     quiet_libp2p()
     parser = argparse.ArgumentParser(prog="hearth-probe", description=__doc__.split("\n")[0])
@@ -227,12 +142,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("peer_id")
     p.add_argument("addr")
     p.add_argument("--bound", type=float, default=3.0)
-    p = sub.add_parser("demo")
-    p.add_argument("directory", type=Path)
     args = parser.parse_args(argv)
-    if args.cmd == "demo":
-        demo(args.directory)
-    elif args.cmd == "serve":
+    if args.cmd == "serve":
         trio.run(serve, args.home, args.listen or ["/ip4/127.0.0.1/tcp/0"], args.ready_file)
     elif args.cmd == "ping":
         trio.run(ping, args.home, args.peer_id, args.addr, args.count, args.timeout)

@@ -1,0 +1,143 @@
+"""The phone half: pairing, routing, remote plans run by the executor, local fallback."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hearth.companion.policy import OwnerPolicy, load_policy
+from hearth.companion.router import RouteInput, decide
+from hearth.protocol.wire.errors import HearthError
+from hearth.protocol.wire.messages import DeviceContext
+
+from .nodes import BIN, start_node
+
+
+def hearth(*args: str, stdin: str | None = None) -> tuple[int, dict]:
+    result = subprocess.run(
+        [str(BIN / "hearth"), *args], input=stdin, capture_output=True, text=True, timeout=300
+    )
+    return result.returncode, json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def paired(processes, tmp_path, tiny_models):
+    node = start_node(processes, tmp_path / "node", "--model", str(tiny_models[0]))
+    phone = tmp_path / "phone"
+    hearth("init", "--model", str(tiny_models[1]), "--json", "--home", str(phone))
+    code, out = hearth("pair", "-", "--json", "--home", str(phone), stdin=node.invite() + "\n")
+    assert code == 0 and out["roles"] == ["phone"]
+    return node, phone
+
+
+def test_remote_ask_returns_a_plan_signed_by_the_node_and_executed_on_the_phone(paired) -> None:
+    node, phone = paired
+    code, out = hearth(
+        "ask",
+        "Note that we need milk",
+        "--route",
+        "remote",
+        "--tool-choice",
+        "required",
+        "--yes",
+        "--json",
+        "--home",
+        str(phone),
+    )
+    assert code == 0, out
+    assert set(out) >= {
+        "request_id",
+        "route",
+        "escalated",
+        "reason",
+        "node",
+        "plans",
+        "plan",
+        "answer",
+        "timings",
+    }
+    assert out["route"] == "remote" and out["node"] == node.peer_id
+    plan = out["plan"]
+    assert plan["signer"] == node.peer_id and plan["round"] >= 1
+    statuses = {s["tool"]: s["status"] for s in plan["steps"]}
+    assert statuses and all(v in ("ok", "refused", "error") for v in statuses.values())
+    if statuses.get("notes_create") == "ok":
+        assert json.loads((phone / "data" / "notes.json").read_text())
+    code, audit = hearth("audit", "--verify", "--json", "--home", str(phone))
+    assert code == 0 and audit["verified"] is True and audit["records"]
+
+
+def test_with_the_node_killed_auto_falls_back_to_local_with_the_reason(paired) -> None:
+    node, phone = paired
+    os.kill(node.proc.pid, signal.SIGKILL)
+    node.proc.wait()
+    code, out = hearth(
+        "ask", "note bread", "--route", "auto", "--yes", "--json", "--home", str(phone)
+    )
+    assert code == 0
+    assert out["route"] == "local" and "unreachable" in out["reason"]
+    code, out = hearth("ask", "note bread", "--route", "remote", "--json", "--home", str(phone))
+    assert code == 3 and out["error"]["code"] == "unreachable"
+    code, status = hearth("status", "--json", "--home", str(phone))
+    assert status["nodes"][0]["reachable"] is False and status["nodes"][0]["reason"]
+
+
+def test_status_reports_the_node_model_and_latency(paired) -> None:
+    node, phone = paired
+    code, status = hearth("status", "--json", "--home", str(phone))
+    assert code == 0
+    (entry,) = status["nodes"]
+    assert entry["peer_id"] == node.peer_id and entry["reachable"] is True
+    assert entry["model"]["backend"] == "llama-cpp" and entry["latency_ms"] > 0
+
+
+def test_tools_json_lists_the_manifest(tmp_path) -> None:
+    code, out = hearth("tools", "--json", "--home", str(tmp_path))
+    assert code == 0
+    tools = {t["name"]: t for t in out["tools"]}
+    assert tools["message_send"]["tier"] == "irreversible"
+    assert tools["message_send"]["control_args"] == ["to"]
+    assert tools["notes_search"]["annotations"]["readOnlyHint"] is True
+
+
+@given(
+    text=st.text(max_size=600),
+    tools=st.integers(0, 30),
+    reachable=st.booleans(),
+    metered=st.none() | st.booleans(),
+    battery=st.none() | st.integers(0, 100),
+    remote_tool=st.booleans(),
+    asked=st.sampled_from(["auto", "local", "remote"]),
+)
+def test_every_input_gets_a_decision_with_a_reason_and_offline_is_never_remote(
+    text, tools, reachable, metered, battery, remote_tool, asked
+) -> None:
+    decision = decide(
+        RouteInput(
+            text=text,
+            candidate_tools=tools,
+            node_reachable=reachable,
+            needs_remote_tool=remote_tool,
+            device=DeviceContext(metered=metered, battery=battery),
+        ),
+        OwnerPolicy(),
+        asked,
+    )
+    assert decision.route in ("local", "remote") and decision.reason
+    if not reachable:
+        assert decision.route == "local"
+
+
+def test_an_invalid_policy_names_the_line(tmp_path) -> None:
+    (tmp_path / "policy.toml").write_text("private_to_home = false\nconfidence_threshold = 7\n")
+    with pytest.raises(HearthError, match="line 2: confidence_threshold"):
+        load_policy(tmp_path)
+    (tmp_path / "policy.toml").write_text("never_remote_tools = [\n")
+    with pytest.raises(HearthError, match=r"policy\.toml"):
+        load_policy(tmp_path)
