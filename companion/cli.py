@@ -161,14 +161,20 @@ def ask(
 @app.command()
 def tools(home: HomeOption = None, as_json: JsonOption = False) -> None:
     """The phone's tool manifest: tiers, annotations, control arguments."""
-    from hearth.companion.tools.builtin import register_builtin
-    from hearth.companion.tools.registry import Registry
-    from hearth.companion.tools.storage import PhoneData
+    import trio
+
+    from hearth.companion.phone import load_tools, read_config
+    from hearth.companion.tools.mcp import mounted
 
     with reporting(as_json):
-        registry = Registry()
-        register_builtin(registry, PhoneData(_home(home) / "data"))
-        manifest = registry.manifest()
+        directory = _home(home)
+        registry, servers = load_tools(directory, read_config(directory))
+
+        async def listing() -> list[dict]:
+            async with mounted(servers, registry):
+                return registry.manifest()
+
+        manifest = trio.run(listing)
 
         def render() -> None:
             from rich.console import Console

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio
+from pydantic import ValidationError
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import (
@@ -34,6 +35,7 @@ from .local import LocalModel
 from .policy import load_policy
 from .router import Decision, Route, RouteInput, decide
 from .tools.builtin import register_builtin
+from .tools.mcp import McpServer, mounted
 from .tools.registry import Registry
 from .tools.storage import PhoneData
 
@@ -59,6 +61,28 @@ def plan_view(plan: Plan, observations: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def read_config(home: Path) -> dict[str, Any]:
+    """The phone's `config.toml` (model path, MCP servers)."""
+    path = home / "config.toml"
+    try:
+        return tomllib.loads(path.read_text()) if path.exists() else {}
+    except tomllib.TOMLDecodeError as exc:
+        raise HearthError(ErrorCode.INVALID_INPUT, f"{path}: {exc}") from exc
+
+
+def load_tools(home: Path, config: dict[str, Any]) -> tuple[Registry, list[McpServer]]:
+    """The built-in tools, and the MCP servers the config lists (mounted while running)."""
+    registry = Registry()
+    register_builtin(registry, PhoneData(home / "data"))
+    try:
+        servers = [McpServer.model_validate(entry) for entry in config.get("mcp", [])]
+    except ValidationError as exc:
+        raise HearthError(
+            ErrorCode.INVALID_INPUT, f"{home / 'config.toml'}: [[mcp]]: {exc.errors()[0]['msg']}"
+        ) from exc
+    return registry, servers
+
+
 class Phone:
     """Everything `hearth` needs for one home directory."""
 
@@ -70,10 +94,8 @@ class Phone:
         self.key = load_identity(home)
         self.peer_id = peer_id_of(self.key)
         self.policy = load_policy(home)
-        config_path = home / "config.toml"
-        config = tomllib.loads(config_path.read_text()) if config_path.exists() else {}
-        self.registry = Registry()
-        register_builtin(self.registry, PhoneData(home / "data"))
+        config = read_config(home)
+        self.registry, self.mcp_servers = load_tools(home, config)
         self.journal = Journal(home / "journal.db")
         self.audit = AuditLog(home)
         self.executor = Executor(
@@ -102,7 +124,12 @@ class Phone:
         keys = SwarmKeys.load(self.home)
         return HearthHost(self.key, lambda: keys.accepted(time.time()), roster.admits), roster
 
-    async def ask(
+    async def ask(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """`_ask` with the phone's MCP servers running and mounted as tools."""
+        async with mounted(self.mcp_servers, self.registry):
+            return await self._ask(*args, **kwargs)
+
+    async def _ask(
         self,
         text: str,
         route: Route,

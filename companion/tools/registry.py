@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, get_type_hints
 
+from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
@@ -69,13 +70,14 @@ class Tool:
     annotations: Annotations
     control_args: frozenset[str]
     private: bool
-    args_model: type[BaseModel]
+    args_model: type[BaseModel] | None = None  # built-in tools; else `schema` is given
     source: str = "builtin"
     untrusted_results: bool = False
-    schema: dict[str, Any] = field(init=False)
+    schema: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.schema = self.args_model.model_json_schema()
+        if self.args_model is not None:
+            self.schema = self.args_model.model_json_schema()
         self.schema.pop("title", None)
         for prop in self.schema.get("properties", {}).values():
             prop.pop("title", None)
@@ -98,6 +100,12 @@ class Tool:
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Arguments checked against the local schema; `plan_rejected` otherwise."""
+        if self.args_model is None:
+            error = next(iter(Draft202012Validator(self.schema).iter_errors(arguments)), None)
+            if error is not None:
+                where = "/".join(str(p) for p in error.path) or "arguments"
+                raise HearthError(ErrorCode.PLAN_REJECTED, f"{self.name}: {where}: {error.message}")
+            return arguments
         try:
             return self.args_model.model_validate(arguments).model_dump()
         except ValidationError as exc:
