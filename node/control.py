@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from anyio.abc import SocketStream
+from anyio.abc import SocketStream, TaskStatus
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
@@ -22,12 +22,15 @@ MAX_LINE = 64 * 1024
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
-async def serve_control(home: Path, handle: Handler) -> None:
+async def serve_control(
+    home: Path, handle: Handler, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
     """Answer control requests until cancelled."""
     path = home / CONTROL_SOCKET
     path.unlink(missing_ok=True)
     listener = await anyio.create_unix_listener(path)
     os.chmod(path, 0o600)
+    task_status.started()
 
     async def one(client: SocketStream) -> None:
         async with client:

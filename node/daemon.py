@@ -155,10 +155,10 @@ class Node:
 
     async def run(self, ready_file: Path | None) -> None:
         async with anyio.create_task_group() as tg, self.host.run(self.config.listen):
-            tg.start_soon(serve_control, self.home, self.control)
+            await tg.start(serve_control, self.home, self.control)
             tg.start_soon(self.pairing.run)
             if self.config.metrics_port:
-                tg.start_soon(serve_metrics, self.config.metrics_port, self.metrics)
+                await tg.start(serve_metrics, self.config.metrics_port, self.metrics)
             if self.config.mdns:
                 tg.start_soon(self._advertise)
             ready = {"peer_id": self.host.peer_id, "addrs": self.host.addrs()}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import anyio
-from anyio.abc import SocketStream
+from anyio.abc import SocketStream, TaskStatus
 
 Gauges = Callable[[], dict[str, float]]
 
@@ -18,9 +18,12 @@ def render(values: dict[str, float]) -> str:
     return "\n".join(lines) + "\n"
 
 
-async def serve_metrics(port: int, gauges: Gauges) -> None:
+async def serve_metrics(
+    port: int, gauges: Gauges, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
     """Answer any HTTP GET on 127.0.0.1:`port` with the current metrics."""
     listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=port)
+    task_status.started()
 
     async def one(client: SocketStream) -> None:
         async with client:
