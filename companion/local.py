@@ -26,12 +26,13 @@ class LocalResult:
     answer: str
     plan: Plan | None
     tokens: int
+    confidence: float | None = None
 
 
 class LocalModel:
     """The phone's model, loaded on first use."""
 
-    def __init__(self, path: Path | None, n_ctx: int = 4096) -> None:
+    def __init__(self, path: Path | None, n_ctx: int = 8192) -> None:
         self.path = path
         self.n_ctx = n_ctx
         self._runtime: LlamaRuntime | None = None
@@ -71,13 +72,14 @@ class LocalModel:
                 prompt,
                 grammar=tool_grammar(schemas, "auto", max_calls),
                 max_tokens=max_tokens,
+                confidence=True,
             )
         )
         parsed = parse_generation(result.text, result.finish, schemas)
         for call in parsed.calls:
             validate_call(call, schemas)
         if not parsed.calls:
-            return LocalResult(parsed.text, None, result.tokens)
+            return LocalResult(parsed.text, None, result.tokens, result.confidence)
         now = time.time()
         plan = Plan(
             plan_id=uuid.uuid4().hex,
@@ -95,4 +97,4 @@ class LocalModel:
                 for i, c in enumerate(parsed.calls, 1)
             ],
         )
-        return LocalResult(parsed.text, plan, result.tokens)
+        return LocalResult(parsed.text, plan, result.tokens, result.confidence)

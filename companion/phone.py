@@ -111,7 +111,9 @@ class Phone:
     def remote_tools(self, text: str) -> list[Any]:
         """Schemas that leave the phone: the request's candidate tools, never the
         policy's never-remote ones."""
-        keep = self.registry.candidates(text) - set(self.policy.never_remote_tools)
+        keep = (self.registry.candidates(text) or set(self.registry.tools)) - set(
+            self.policy.never_remote_tools
+        )
         return self.registry.specs(keep)
 
     def _host(self):  # type: ignore[no-untyped-def]
@@ -173,7 +175,7 @@ class Phone:
             decision = decide(
                 RouteInput(
                     text=text,
-                    candidate_tools=len(self.registry.tools),
+                    candidate_tools=len(self.registry.candidates(text)),
                     node_reachable=reachable,
                     node_reason=why,
                 ),
@@ -182,13 +184,17 @@ class Phone:
             )
             if decision.route == "local":
                 try:
-                    return await self._local(text, out, decision.reason, started)
+                    return await self._local(
+                        text,
+                        out,
+                        decision.reason,
+                        started,
+                        may_escalate=decision.may_escalate and reachable,
+                    )
                 except HearthError as exc:
                     if not (decision.may_escalate and reachable):
                         raise
-                    decision = Decision(
-                        "remote", f"escalated: the local plan failed ({exc.message})"
-                    )
+                    decision = Decision("remote", f"escalated: {exc.message}")
                     out["escalated"] = True
             try:
                 return await self._remote(
@@ -262,12 +268,27 @@ class Phone:
         return out
 
     async def _local(
-        self, text: str, out: dict[str, Any], reason: str, started: float
+        self,
+        text: str,
+        out: dict[str, Any],
+        reason: str,
+        started: float,
+        may_escalate: bool = False,
     ) -> dict[str, Any]:
-        out.update(route="local", reason=reason)
-        self._audit_route(out)
+        # on the phone, a request that names no tool's words is a plain question
         candidates = self.registry.specs(self.registry.candidates(text))
         result = await self.local.plan(text, candidates, self.peer_id)
+        threshold = self.policy.confidence_threshold
+        if may_escalate and result.confidence is not None and result.confidence < threshold:
+            raise HearthError(
+                ErrorCode.PLAN_REJECTED,
+                f"the local model's confidence "
+                f"{result.confidence:.2f} is below the policy's {threshold:.2f}",
+            )
+        out.update(route="local", reason=reason)
+        if result.confidence is not None:
+            out["confidence"] = round(result.confidence, 4)
+        self._audit_route(out)
         out["answer"] = result.answer
         if result.plan is not None:
             observations = await self.executor.execute(result.plan, SessionState(), home=False)

@@ -141,3 +141,18 @@ def test_an_invalid_policy_names_the_line(tmp_path) -> None:
     (tmp_path / "policy.toml").write_text("never_remote_tools = [\n")
     with pytest.raises(HearthError, match=r"policy\.toml"):
         load_policy(tmp_path)
+
+
+@pytest.mark.parametrize(("threshold", "route"), [(0.9, "remote"), (0.0, "local")])
+def test_a_local_answer_below_the_confidence_threshold_escalates(paired, threshold, route) -> None:
+    _node, phone = paired
+    (phone / "policy.toml").write_text(f"confidence_threshold = {threshold}\n")
+    code, out = hearth(
+        "ask", "hi there", "--route", "auto", "--yes", "--json", "--home", str(phone)
+    )
+    assert code == 0 and out["route"] == route
+    assert out["escalated"] is (route == "remote")
+    if route == "remote":
+        assert "confidence" in out["reason"] and "below the policy's 0.90" in out["reason"]
+    else:
+        assert 0 < out["confidence"] < 1

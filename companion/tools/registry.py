@@ -184,8 +184,7 @@ class Registry:
         return [t.spec() for n, t in self.tools.items() if names is None or n in names]
 
     def candidates(self, text: str, limit: int = 6) -> set[str]:
-        """The tools a request may need (words shared with name or description); all
-        of them when nothing matches. Only these schemas are sent off the phone."""
+        """The tools a request may need: those sharing words with its text (none may)."""
         words = {_stem(w) for w in re.findall(r"[a-z]+", text.lower()) if len(w) > 2}
         scored = []
         for tool in self.tools.values():
@@ -198,8 +197,6 @@ class Registry:
             }
             if score := len(words & vocabulary):
                 scored.append((score, tool.name))
-        if not scored:
-            return set(self.tools)
         return {name for _, name in sorted(scored, reverse=True)[:limit]}
 
     def manifest(self) -> list[dict[str, Any]]:

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import codecs
 import ctypes
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+import numpy as np
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
@@ -36,6 +39,7 @@ class Generation:
     tokens: int
     finish: Finish
     prompt_tokens: int  # evaluated for this call (a cached shared prefix is not)
+    confidence: float | None = None  # geometric mean of the model's own token probabilities
 
 
 @dataclass
@@ -91,6 +95,7 @@ class LlamaRuntime:
         on_text: Callable[[str], None] = lambda _: None,
         cancelled: Callable[[], bool] = lambda: False,
         prefix: str = "",
+        confidence: bool = False,
     ) -> Generation:
         """Append `prefix + text` to the session's context and generate until end of
         turn, grammar completion, `max_tokens` or `cancelled()` (checked every token).
@@ -126,7 +131,10 @@ class LlamaRuntime:
                 repeat_penalty=sampling.repeat_penalty,
                 grammar=grammar_obj,
             )
+            logprobs: list[float] = []
             for token in stream:
+                if confidence:
+                    logprobs.append(self._logprob(token))
                 if self._lib.llama_vocab_is_eog(self._vocab, token):
                     finish = "stop"
                     break
@@ -150,8 +158,22 @@ class LlamaRuntime:
             memory.tokens = memory.tokens + new_tokens + evaluated
             self._owner = memory
             return Generation(
-                "".join(pieces), len(produced), finish, evaluated_prefix + len(new_tokens)
+                "".join(pieces),
+                len(produced),
+                finish,
+                evaluated_prefix + len(new_tokens),
+                math.exp(sum(logprobs) / len(logprobs)) if logprobs else None,
             )
+
+    def _logprob(self, token: int) -> float:
+        """log p(token) under the model's own (unconstrained) distribution at the position
+        that produced it: the grammar narrows the choice, this says how sure it was."""
+        n_vocab = self.llm.n_vocab()
+        logits = np.ctypeslib.as_array(
+            self._lib.llama_get_logits_ith(self.llm.ctx, -1), shape=(n_vocab,)
+        )
+        top = float(logits.max())
+        return float(logits[token]) - top - math.log(float(np.exp(logits - top).sum()))
 
     def _start_from_prefix(self, memory: SessionMemory, prefix: str) -> int:
         """Put the shared `prefix` in `memory`'s (empty) context, from cache if held;
