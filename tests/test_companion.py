@@ -156,3 +156,38 @@ def test_a_local_answer_below_the_confidence_threshold_escalates(paired, thresho
         assert "confidence" in out["reason"] and "below the policy's 0.90" in out["reason"]
     else:
         assert 0 < out["confidence"] < 1
+
+
+def test_ctrl_c_mid_stream_cancels_the_session_on_the_node(paired) -> None:
+    node, phone = paired
+    proc = subprocess.Popen(
+        [
+            str(BIN / "hearth"),
+            "ask",
+            "note milk and remind me and write files",
+            "--route",
+            "remote",
+            "--tool-choice",
+            "required",
+            "--no",
+            "--json",
+            "--home",
+            str(phone),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stderr.read(1)  # the first streamed token
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    assert json.loads(out.decode().strip().splitlines()[-1])["error"]["code"] == "cancelled"
+    for _ in range(100):  # the node lets go of the session (bounded wait)
+        if node.status()["sessions"] == 0:
+            break
+        subprocess.run(["sleep", "0.05"], check=True)
+    assert node.status()["sessions"] == 0
