@@ -29,7 +29,7 @@ from rich.table import Table
 
 from hearth.protocol.model.grammar import tool_grammar
 from hearth.protocol.model.tiny import make_tiny
-from hearth.protocol.transport.host import HearthHost
+from hearth.protocol.transport.host import HearthHost, quiet_libp2p
 from hearth.protocol.transport.keys import SwarmKeys, create_identity
 from hearth.protocol.transport.membership import RosterHolder
 from hearth.protocol.transport.pairing import redeem, store_pairing
@@ -241,6 +241,7 @@ def reference_runs(port: int, runs: int) -> list[dict]:
 
 
 def main() -> None:
+    quiet_libp2p()
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "offload.json")
