@@ -124,7 +124,8 @@ class Phone:
         quiet_libp2p()
         roster = RosterHolder(self.home)
         keys = SwarmKeys.load(self.home)
-        return HearthHost(self.key, lambda: keys.accepted(time.time()), roster.admits), roster
+        host = HearthHost(self.key, lambda: keys.accepted(time.time()), roster.admits)
+        return host, roster, keys
 
     async def ask(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """`_ask` with the phone's MCP servers running and mounted as tools."""
@@ -157,7 +158,7 @@ class Phone:
             if route == "remote":
                 raise HearthError(ErrorCode.INVALID_INPUT, "not paired: run `hearth pair URI`")
             return await self._local(text, out, "not paired with a home node", started)
-        host, roster = self._host()
+        host, roster, keys = self._host()
         node = roster.roster.founder
         out["node"] = node
         from hearth.protocol.transport.addressbook import AddressBook
@@ -172,6 +173,8 @@ class Phone:
                     raise
                 reachable, why = False, f"{exc.code.value}: {exc.message}"
             out["timings"]["connect_ms"] = round((time.monotonic() - t0) * 1000, 1)
+            if reachable:  # catch up on the roster and swarm key (revocations, rotations)
+                await self._sync(host, node, roster, keys)
             decision = decide(
                 RouteInput(
                     text=text,
@@ -217,6 +220,15 @@ class Phone:
                     f"home node lost mid-request ({exc.message}): answered locally",
                     started,
                 )
+
+    async def _sync(self, host, node: str, roster, keys) -> None:  # type: ignore[no-untyped-def]
+        from hearth.protocol.transport.rostersync import ROSTER_PROTOCOL, pull
+
+        try:
+            with anyio.fail_after(CONNECT_TIMEOUT_S):
+                await pull(await host.open(node, ROSTER_PROTOCOL), self.home, roster, keys)
+        except (HearthError, TimeoutError) as exc:  # planning still works on what we hold
+            self.audit.append(AuditRecord("-", node, "-", "", "roster-sync", str(exc), "error"))
 
     async def _remote(
         self,
@@ -323,7 +335,7 @@ class Phone:
         from hearth.protocol.wire.messages import Health, HealthRequest
         from hearth.protocol.wire.roster import Role
 
-        host, roster = self._host()
+        host, roster, _keys = self._host()
         book = AddressBook(self.home)
         async with host.run([]):
             for member in roster.roster.members:

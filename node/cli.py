@@ -47,12 +47,36 @@ def init(
 
 
 @app.command()
-def roster(home: HomeOption = None, as_json: JsonOption = False) -> None:
-    """Show the signed roster: members, roles and expiry."""
+def roster(
+    action: Annotated[str | None, typer.Argument(help="grant or deny (omit to show).")] = None,
+    peer: Annotated[str | None, typer.Argument(help="The member's peer id.")] = None,
+    role: Annotated[
+        str | None, typer.Argument(help="relay, search-relay, search-exit, planner, …")
+    ] = None,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show the signed roster, or grant/deny a member a role (founder, daemon running)."""
+    from hearth.node.control import request
     from hearth.protocol.transport.membership import load_roster
+    from hearth.protocol.wire.errors import ErrorCode, HearthError
 
     with reporting(as_json):
         directory = _home(home)
+        if action is not None:
+            if action not in ("grant", "deny") or not peer or not role:
+                raise HearthError(ErrorCode.INVALID_INPUT, "usage: roster [grant|deny PEER ROLE]")
+            reply = request(directory, {"op": action, "peer": peer, "role": role})
+            emit(
+                as_json,
+                reply,
+                lambda: typer.echo(
+                    f"roster v{reply['version']}: {peer} has "
+                    f"{', '.join(reply['roles']) or 'no roles'}"
+                    f" (pushed to {len(reply['pushed_to'])} connected member(s))"
+                ),
+            )
+            return
         current, _ = load_roster(directory)
         payload = {
             "version": current.version,
@@ -86,6 +110,75 @@ def roster(home: HomeOption = None, as_json: JsonOption = False) -> None:
             Console().print(table)
 
         emit(as_json, payload, render)
+
+
+@app.command()
+def revoke(
+    peer: Annotated[str, typer.Argument(help="The peer id to remove from the swarm.")],
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Remove a device: new roster, fresh swarm key, its connections closed at once."""
+    from hearth.node.control import request
+
+    with reporting(as_json):
+        reply = request(_home(home), {"op": "revoke", "peer": peer})
+        emit(
+            as_json,
+            reply,
+            lambda: typer.echo(
+                f"revoked {peer}: roster v{reply['version']}, swarm key {reply['key_id']} "
+                f"(pushed to {len(reply['pushed_to'])} connected member(s); the previous key "
+                "stays accepted for the grace window)"
+            ),
+        )
+
+
+@app.command()
+def join(
+    uri: Annotated[str, typer.Argument(help="The hearth://pair URI, or - to read it from stdin.")],
+    name: Annotated[str, typer.Option(help="This node's name in the roster.")] = "",
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """A friend's node joins a swarm with a one-time invite (`invite --role friend`)."""
+    import sys
+
+    import trio
+
+    from hearth.protocol.transport.host import quiet_libp2p
+    from hearth.protocol.transport.keys import create_identity, load_identity
+    from hearth.protocol.transport.pairing import redeem, store_pairing
+    from hearth.protocol.wire.errors import ErrorCode, HearthError
+    from hearth.protocol.wire.invite import parse_invite
+
+    with reporting(as_json):
+        quiet_libp2p()
+        directory = _home(home)
+        if (directory / "roster.signed").exists():
+            raise HearthError(ErrorCode.INVALID_INPUT, f"{directory} already belongs to a swarm")
+        key = (
+            load_identity(directory)
+            if (directory / "identity.key").exists()
+            else create_identity(directory)
+        )
+        invite = parse_invite(sys.stdin.readline() if uri == "-" else uri)
+        result, roster = trio.run(redeem, invite, key, name or socket.gethostname(), "node")
+        store_pairing(directory, result)
+        payload = {
+            "peer_id": result.member,
+            "founder": result.founder,
+            "roles": result.roles,
+            "roster_version": roster.version,
+        }
+        emit(
+            as_json,
+            payload,
+            lambda: typer.echo(
+                f"joined {result.founder}'s swarm as {result.member} "
+                f"(roles: {', '.join(result.roles)})"
+            ),
+        )
 
 
 @app.command()

@@ -37,6 +37,7 @@ class NodeConfig(BaseModel):
     mdns: bool = True
     metrics_port: Annotated[int, Field(ge=0, le=65535)] = 0
     keepalive_s: Annotated[float, Field(ge=1, le=60)] = 3.0
+    key_grace_s: Annotated[float, Field(ge=0, le=30 * 86400)] = 86400.0
 
 
 def pairing_listen(config: NodeConfig) -> str:

@@ -34,6 +34,7 @@ from .control import serve_control
 from .metrics import serve_metrics
 from .pairing import Pairing, invite_roles, parse_roles
 from .planner import PLAN_PROTOCOL, Planner, PlannerSettings
+from .swarm import Swarm
 
 log = logging.getLogger("hearth.node")
 HEALTH_PROTOCOL = "/hearth/health/1"
@@ -85,6 +86,9 @@ class Node:
             allow=lambda peer: Role.PHONE in self.roster.roles_of(peer),
         )
         self.host.handle(HEALTH_PROTOCOL, self._health)
+        self.swarm = Swarm(
+            home, self.key, self.host, self.roster, self.swarm_keys, config.key_grace_s
+        )
 
     def health(self) -> Health:
         return Health(
@@ -131,6 +135,13 @@ class Node:
         op = request.get("op")
         if op == "status":
             return self.status()
+        if op in ("grant", "deny"):
+            role = parse_roles(request["role"])
+            if len(role) != 1:
+                raise HearthError(ErrorCode.INVALID_INPUT, "name exactly one role")
+            return await self.swarm.set_role(request["peer"], next(iter(role)), op == "grant")
+        if op == "revoke":
+            return await self.swarm.revoke(request["peer"])
         if op == "invite":
             if self.roster.roster.founder != self.host.peer_id:
                 raise HearthError(ErrorCode.INVALID_INPUT, "only the founder invites")
@@ -157,6 +168,7 @@ class Node:
         async with anyio.create_task_group() as tg, self.host.run(self.config.listen):
             await tg.start(serve_control, self.home, self.control)
             tg.start_soon(self.pairing.run)
+            tg.start_soon(self.swarm.catch_up)
             if self.config.metrics_port:
                 await tg.start(serve_metrics, self.config.metrics_port, self.metrics)
             if self.config.mdns:

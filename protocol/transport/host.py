@@ -175,7 +175,9 @@ class HearthHost:
         except Exception as exc:
             if any(self._key_mismatch(m, started) for m in maddrs):
                 raise HearthError(
-                    ErrorCode.REFUSED, f"{peer_id}: swarm key mismatch suspected"
+                    ErrorCode.REFUSED,
+                    f"{peer_id}: swarm key mismatch suspected (if this device missed a "
+                    "key rotation after a revocation, pair it again)",
                 ) from exc
             raise classify_dial_error(peer_id, exc) from exc
 

@@ -56,16 +56,6 @@ def found_swarm(
     return roster
 
 
-def add_member(home: Path, member: Member, now: float | None = None) -> Signed:
-    """The founder signs the next roster version with `member` added (or replaced)."""
-    now = time.time() if now is None else now
-    roster, _ = load_roster(home)
-    key = load_identity(home)
-    signed = sign_roster(roster.with_member(member, now=now, ttl=ROSTER_TTL), key)
-    save_roster(home, signed, roster.founder)
-    return signed
-
-
 class RosterHolder:
     """The roster in force for one home: what the gate and role checks consult.
 
@@ -91,6 +81,21 @@ class RosterHolder:
 
     def add(self, member: Member) -> Roster:
         """Founder only: sign and store the next version with `member` in it."""
-        signed = add_member(self.home, member)
-        self.roster, self.signed = open_roster(signed, self.roster.founder), signed
-        return self.roster
+        return self._sign_next(self.roster.with_member(member, now=time.time(), ttl=ROSTER_TTL))
+
+    def remove(self, peer_id: str) -> Roster:
+        """Founder only: sign and store the next version without `peer_id`."""
+        return self._sign_next(self.roster.without(peer_id, now=time.time(), ttl=ROSTER_TTL))
+
+    def set_roles(self, peer_id: str, roles: frozenset[Role]) -> Roster:
+        """Founder only: sign and store the next version with `peer_id`'s roles changed."""
+        member = self.roster.member(peer_id)
+        if member is None:
+            raise HearthError(ErrorCode.INVALID_INPUT, f"{peer_id} is not on the roster")
+        return self.add(member.model_copy(update={"roles": roles}))
+
+    def _sign_next(self, roster: Roster) -> Roster:
+        signed = sign_roster(roster, load_identity(self.home))
+        save_roster(self.home, signed, roster.founder)
+        self.roster, self.signed = roster, signed
+        return roster

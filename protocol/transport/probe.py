@@ -27,7 +27,7 @@ from hearth.protocol.wire.roster import Member, Role
 from .host import HearthHost, quiet_libp2p
 from .keepalive import watch
 from .keys import SwarmKeys, create_identity, load_identity
-from .membership import add_member, found_swarm, load_roster
+from .membership import RosterHolder, found_swarm, load_roster
 
 HEALTH_PROTOCOL = "/hearth/health/1"
 
@@ -117,7 +117,7 @@ def lay_out_homes(directory: Path) -> dict[str, Path]:
         key = create_identity(homes[name])
         if name == "phone":
             member = Member(peer_id=peer_id_of(key), name=name, roles=frozenset({Role.PHONE}))
-            add_member(homes["node"], member)
+            RosterHolder(homes["node"]).add(member)
         _share(homes["node"], homes[name], "roster.signed", "founder", "swarm.key")
     SwarmKeys.new().save(homes["stranger"])
     return homes

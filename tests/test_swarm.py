@@ -1,0 +1,132 @@
+"""Membership across real processes: revocation with key rotation, roster sync, friends."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import trio
+
+from hearth.protocol.transport.keys import SwarmKeys
+from hearth.protocol.transport.rostersync import ROSTER_PROTOCOL
+from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.protocol.wire.messages import RosterUpdate
+
+from .nodes import BIN, cli, pair_phone, start_node
+from .test_companion import hearth
+
+
+def node_json(*args: str) -> dict:
+    return json.loads(cli("hearth-node", *args, "--json").stdout)
+
+
+def test_revocation_cuts_the_device_off_and_members_keep_working(
+    processes, tmp_path, tiny_models
+) -> None:
+    node = start_node(
+        processes, tmp_path / "node", "--model", str(tiny_models[0]), config="key_grace_s = 4\n"
+    )
+    homes = {}
+    for name in ("a", "b", "c"):
+        homes[name] = tmp_path / name
+        hearth("init", "--json", "--home", str(homes[name]))
+        code, out = hearth(
+            "pair", "-", "--json", "--home", str(homes[name]), stdin=node.invite() + "\n"
+        )
+        assert code == 0
+    from hearth.protocol.transport.keys import load_identity
+    from hearth.protocol.wire.identity import peer_id_of
+
+    from .nodes import Phone
+
+    b_id = peer_id_of(load_identity(homes["b"]))
+    old_key = SwarmKeys.load(homes["a"]).current
+    phone_b = Phone(homes["b"])  # the phone to revoke, connected at the time
+
+    async def revoke_while_connected() -> tuple[dict, bool]:
+        host = phone_b.host()
+        async with host.run([]):
+            await host.connect(node.peer_id, node.addrs)
+            assert host.connected(node.peer_id)
+            reply = await trio.to_thread.run_sync(
+                lambda: node_json("revoke", b_id, "--home", str(node.home))
+            )
+            for _ in range(100):  # its open connection is closed (bounded wait)
+                if not host.connected(node.peer_id):
+                    break
+                await trio.sleep(0.02)
+            return reply, host.connected(node.peer_id)
+
+    reply, still_connected = trio.run(revoke_while_connected)
+    assert not still_connected and reply["key_id"] == 2
+    roster = node_json("roster", "--home", str(node.home))
+    assert b_id not in {m["peer_id"] for m in roster["members"]}
+
+    code, out = hearth("ask", "note milk", "--route", "remote", "--json", "--home", str(homes["b"]))
+    assert code == 4 and out["error"]["code"] == "refused"
+
+    code, out = hearth(
+        "ask", "note milk", "--route", "remote", "--no", "--json", "--home", str(homes["a"])
+    )
+    assert code == 0, out
+    assert SwarmKeys.load(homes["a"]).current != old_key  # caught up during the grace window
+
+    time.sleep(4.5)  # the grace window passes; c was offline all along
+    code, out = hearth("ask", "note milk", "--route", "remote", "--json", "--home", str(homes["c"]))
+    assert code == 4 and "pair it again" in out["error"]["message"]
+    code, out = hearth(
+        "ask", "note milk", "--route", "remote", "--no", "--json", "--home", str(homes["a"])
+    )
+    assert code == 0, out
+
+
+def test_a_friend_joins_and_every_roster_change_reaches_it(processes, tmp_path) -> None:
+    founder = start_node(processes, tmp_path / "home")
+    uri = founder.invite("--role", "friend", "--grant", "relay,search-exit")
+    joined = json.loads(subprocess_join(tmp_path / "friend", uri))
+    assert joined["roles"] == ["relay", "search-exit"]
+    friend = start_node(processes, tmp_path / "friend")
+    for _ in range(100):  # the friend's daemon connects (pull on start)
+        if any(p["reachable"] for p in founder.status()["peers"]):
+            break
+        time.sleep(0.05)
+    reply = node_json("roster", "grant", joined["peer_id"], "planner", "--home", str(founder.home))
+    assert joined["peer_id"] in reply["pushed_to"]
+    theirs = node_json("roster", "--home", str(friend.home))
+    ours = node_json("roster", "--home", str(founder.home))
+    assert theirs["version"] == ours["version"] == reply["version"]
+    member = next(m for m in theirs["members"] if m["peer_id"] == joined["peer_id"])
+    assert member["roles"] == ["planner", "relay", "search-exit"]
+
+
+def subprocess_join(home, uri: str) -> str:
+    import subprocess
+
+    return subprocess.run(
+        [str(BIN / "hearth-node"), "join", "-", "--json", "--home", str(home)],
+        input=uri + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+
+
+def test_only_the_founder_may_push_a_roster(processes, tmp_path) -> None:
+    node = start_node(processes, tmp_path / "node")
+    phone = pair_phone(tmp_path / "phone", node.invite())
+    from hearth.protocol.transport.membership import RosterHolder
+
+    signed = RosterHolder(phone.home).signed
+
+    async def push() -> HearthError:
+        host = phone.host()
+        async with host.run([]):
+            stream = await host.open(node.peer_id, ROSTER_PROTOCOL, node.addrs)
+            await stream.send(RosterUpdate(roster=signed))
+            with pytest.raises(HearthError) as info:
+                await stream.receive()
+            return info.value
+
+    assert trio.run(push).code is ErrorCode.REFUSED
