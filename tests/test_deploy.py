@@ -43,12 +43,8 @@ def test_systemd_unit_verifies_and_is_hardened(tmp_path) -> None:
     result = subprocess.run(
         ["systemd-analyze", "verify", str(local)], capture_output=True, text=True, timeout=60
     )
-    problems = [
-        line
-        for line in result.stderr.splitlines()
-        if ("hearth-node.service" in line and "Unknown" in line) or "Invalid" in line
-    ]
-    assert problems == [], result.stderr
+    assert result.returncode == 0, result.stderr
+    assert [line for line in result.stderr.splitlines() if "hearth-node.service" in line] == []
 
 
 def test_termux_script_parses_and_container_copies_what_exists() -> None:
