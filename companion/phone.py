@@ -40,6 +40,7 @@ from .tools.registry import Registry
 from .tools.storage import PhoneData
 
 CONNECT_TIMEOUT_S = 3.0
+KEEPALIVE_BOUND_S = 3.0
 OnToken = Callable[[str], Awaitable[None]]
 
 
@@ -242,7 +243,9 @@ class Phone:
         started: float,
         tool_choice: Literal["auto", "required", "none"],
     ) -> dict[str, Any]:
+        from hearth.protocol.transport.keepalive import watch
         from hearth.protocol.transport.plans import PLAN_PROTOCOL, run_plan_session
+        from hearth.protocol.transport.taskgroups import single_error
 
         out.update(route="remote", reason=reason)
         self._audit_route(out)
@@ -268,9 +271,30 @@ class Phone:
             tool_choice=tool_choice,
         )
         stream = await host.open(node, PLAN_PROTOCOL)
-        outcome = await run_plan_session(
-            stream, request, phone_id=self.peer_id, execute=execute, on_token=token, cancel=cancel
-        )
+        outcome = None
+
+        async def converse(scope: anyio.CancelScope) -> None:
+            nonlocal outcome
+            outcome = await run_plan_session(
+                stream,
+                request,
+                phone_id=self.peer_id,
+                execute=execute,
+                on_token=token,
+                cancel=cancel,
+            )
+            scope.cancel()
+
+        quiet = 0.0
+        with single_error():
+            async with anyio.create_task_group() as tg:  # the keepalive bounds a silent node
+                tg.start_soon(converse, tg.cancel_scope)
+                quiet = await watch(host, node, KEEPALIVE_BOUND_S)
+                tg.cancel_scope.cancel()
+        if outcome is None:
+            raise HearthError(
+                ErrorCode.UNREACHABLE, f"the home node went silent ({quiet:.1f} s without a byte)"
+            )
         out["plans"] = [plan_view(p, observed) for p in outcome.plans]
         out["plan"] = out["plans"][-1] if out["plans"] else None
         out["answer"] = outcome.final.answer
