@@ -34,7 +34,7 @@ from .journal import Journal
 from .local import LocalModel
 from .policy import load_policy
 from .router import Decision, Route, RouteInput, decide
-from .tools.builtin import register_builtin
+from .tools.builtin import read_device_status, register_builtin
 from .tools.mcp import McpServer, mounted
 from .tools.registry import Registry
 from .tools.storage import PhoneData
@@ -84,6 +84,18 @@ def load_tools(home: Path, config: dict[str, Any]) -> tuple[Registry, list[McpSe
     return registry, servers
 
 
+def device_context() -> DeviceContext:
+    """What the phone says about itself (battery, network), where it can tell."""
+    status = read_device_status()
+    network = status["network"] if status["network"] in ("wifi", "cellular") else "unknown"
+    return DeviceContext(
+        battery=status["battery"] if isinstance(status["battery"], int) else None,
+        charging=status["charging"] if isinstance(status["charging"], bool) else None,
+        network=network,
+        metered={"wifi": False, "cellular": True}.get(network),
+    )
+
+
 class Phone:
     """Everything `hearth` needs for one home directory."""
 
@@ -108,6 +120,7 @@ class Phone:
         )
         model = config.get("model") or ""
         self.local = LocalModel(Path(model) if model else None)
+        self.device = device_context()
 
     def remote_tools(self, text: str) -> list[Any]:
         """Schemas that leave the phone: the request's candidate tools, never the
@@ -182,6 +195,8 @@ class Phone:
                     candidate_tools=len(self.registry.candidates(text)),
                     node_reachable=reachable,
                     node_reason=why,
+                    node_latency_ms=out["timings"]["connect_ms"] if reachable else None,
+                    device=self.device,
                 ),
                 self.policy,
                 route,
@@ -267,7 +282,7 @@ class Phone:
             tools=self.remote_tools(text),
             limits=Limits(max_steps=4, max_rounds=3, max_tokens=768, deadline_s=120),
             conversation=[ChatMessage(role="user", content=text)],
-            device=DeviceContext(),
+            device=self.device,
             tool_choice=tool_choice,
         )
         stream = await host.open(node, PLAN_PROTOCOL)
@@ -328,6 +343,14 @@ class Phone:
         out["answer"] = result.answer
         if result.plan is not None:
             observations = await self.executor.execute(result.plan, SessionState(), home=False)
+            failed = [o for o in observations if o.status == "error"]
+            if may_escalate and failed and len(failed) == len(observations):
+                raise HearthError(
+                    ErrorCode.PLAN_REJECTED,
+                    "every local tool call failed ("
+                    + "; ".join(o.error or "" for o in failed)[:200]
+                    + ")",
+                )
             observed = {o.step_id: {"status": o.status, "result": o.result} for o in observations}
             out["plans"] = [plan_view(result.plan, observed)]
             out["plan"] = out["plans"][0]

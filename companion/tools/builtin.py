@@ -264,15 +264,20 @@ def register_builtin(registry: Registry, data: PhoneData) -> None:
     @registry.tool(tier=Tier.READ_ONLY, annotations=READ)
     async def device_status(ctx: ToolContext) -> dict[str, Any]:
         """Battery and network state ("unknown" where the device does not say)."""
-        status: dict[str, Any] = {"battery": "unknown", "charging": "unknown", "network": "unknown"}
-        battery = _termux("termux-battery-status")
-        if battery:
-            info = json.loads(battery)
-            status.update(
-                battery=info.get("percentage", "unknown"),
-                charging=info.get("plugged", "unknown") != "UNPLUGGED",
-            )
-        wifi = _termux("termux-wifi-connectioninfo")
-        if wifi:
-            status["network"] = "wifi" if json.loads(wifi).get("ip") else "cellular"
-        return status
+        return read_device_status()
+
+
+def read_device_status() -> dict[str, Any]:
+    """Battery and network from the Termux API; "unknown" elsewhere."""
+    status: dict[str, Any] = {"battery": "unknown", "charging": "unknown", "network": "unknown"}
+    battery = _termux("termux-battery-status")
+    if battery:
+        info = json.loads(battery)
+        status.update(
+            battery=info.get("percentage", "unknown"),
+            charging=info.get("plugged", "unknown") != "UNPLUGGED",
+        )
+    wifi = _termux("termux-wifi-connectioninfo")
+    if wifi:
+        status["network"] = "wifi" if json.loads(wifi).get("ip") else "cellular"
+    return status
