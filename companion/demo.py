@@ -33,8 +33,15 @@ def models_dir() -> Path:
 
 
 def _run(*args: str, stdin: str | None = None) -> dict[str, Any]:
+    # everything is on loopback: the phone does not browse mDNS on this machine's LAN
+    env = {**os.environ, "HEARTH_NO_MDNS": "1"}
     result = subprocess.run(
-        [str(BIN / args[0]), *args[1:]], input=stdin, capture_output=True, text=True, timeout=300
+        [str(BIN / args[0]), *args[1:]],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
     )
     payload: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
     return payload

@@ -7,6 +7,7 @@ phone's own model), runs every plan through the executor, and returns the
 
 from __future__ import annotations
 
+import os
 import time
 import tomllib
 import uuid
@@ -175,13 +176,12 @@ class Phone:
         host, roster, keys = self._host()
         node = roster.roster.founder
         out["node"] = node
-        from hearth.protocol.transport.addressbook import AddressBook
 
         async with host.run([]):
             reachable, why = True, ""
             t0 = time.monotonic()
             try:
-                await host.connect(node, AddressBook(self.home).get(node), CONNECT_TIMEOUT_S)
+                await self._connect(host, node, keys)
             except HearthError as exc:
                 if route == "remote":
                     raise
@@ -236,6 +236,26 @@ class Phone:
                     f"home node lost mid-request ({exc.message}): answered locally",
                     started,
                 )
+
+    async def _connect(self, host, node: str, keys) -> None:  # type: ignore[no-untyped-def]
+        """Dial the address book; if that fails, mDNS answers with today's tag are hints."""
+        from hearth.protocol.transport.addressbook import AddressBook
+        from hearth.protocol.transport.discovery import browse
+
+        book = AddressBook(self.home)
+        try:
+            await host.connect(node, book.get(node), CONNECT_TIMEOUT_S)
+            return
+        except HearthError as exc:
+            if exc.code is ErrorCode.REFUSED or os.environ.get("HEARTH_NO_MDNS"):
+                raise
+            failed = exc
+        hints = await anyio.to_thread.run_sync(browse, keys.accepted(time.time()), 2.0)
+        addrs = [f"/ip4/{ip}/tcp/{port}/p2p/{node}" for ip, port in hints]
+        if not addrs:
+            raise HearthError(failed.code, f"{failed.message}; no answer on mDNS either")
+        await host.connect(node, addrs, CONNECT_TIMEOUT_S)
+        book.remember(node, addrs)
 
     async def _sync(self, host, node: str, roster, keys) -> None:  # type: ignore[no-untyped-def]
         from hearth.protocol.transport.rostersync import ROSTER_PROTOCOL, pull

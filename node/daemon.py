@@ -193,8 +193,9 @@ class Node:
         from .discovery import advertise
 
         try:
-            port = int(self.host.addrs()[0].split("/tcp/")[1].split("/")[0])
-            ips = [a.split("/")[2] for a in self.config.listen if a.startswith("/ip4/")]
+            addrs = [a for a in self.host.addrs() if a.startswith("/ip4/")]
+            port = int(addrs[0].split("/tcp/")[1].split("/")[0])
+            ips = sorted({a.split("/")[2] for a in addrs} - {"127.0.0.1"}) or ["127.0.0.1"]
             await advertise(self.swarm_keys.current, port, ips)
         except Exception as exc:  # mDNS is a hint: its failure never stops the node
             log.warning("mDNS advertisement off: %s", exc)

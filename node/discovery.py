@@ -7,26 +7,12 @@ networks; only swarm members can recognise the tag. Phones only browse.
 
 from __future__ import annotations
 
-import datetime as dt
-import hashlib
-import hmac
 import secrets
 import socket
 
 import anyio
 
-SERVICE_TYPE = "_hearth._udp.local."
-
-
-def day_tag(swarm_key: bytes, day: dt.date) -> str:
-    """The tag members compute for `day`."""
-    return hmac.new(
-        swarm_key, f"hearth/mdns/v1\0{day.isoformat()}".encode(), hashlib.sha256
-    ).hexdigest()[:32]
-
-
-def _today() -> dt.date:
-    return dt.datetime.now(dt.UTC).date()
+from hearth.protocol.transport.discovery import SERVICE_TYPE, day_tag, today
 
 
 async def advertise(swarm_key: bytes, port: int, addresses: list[str]) -> None:
@@ -43,7 +29,7 @@ async def advertise(swarm_key: bytes, port: int, addresses: list[str]) -> None:
     info = None
     try:
         while True:
-            day = _today()
+            day = today()
             info = ServiceInfo(
                 SERVICE_TYPE,
                 f"{secrets.token_hex(6)}.{SERVICE_TYPE}",
@@ -52,7 +38,7 @@ async def advertise(swarm_key: bytes, port: int, addresses: list[str]) -> None:
                 properties={"tag": day_tag(swarm_key, day)},
             )
             await anyio.to_thread.run_sync(zc.register_service, info)
-            while _today() == day:
+            while today() == day:
                 await anyio.sleep(60)
             await anyio.to_thread.run_sync(zc.unregister_service, info)
             info = None

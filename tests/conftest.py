@@ -14,6 +14,9 @@ import pytest
 
 from hearth.protocol.model.tiny import make_tiny
 
+# phones browse mDNS only inside the network namespaces a test makes for it
+os.environ["HEARTH_NO_MDNS"] = "1"
+
 
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:

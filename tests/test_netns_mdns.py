@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from hearth.node.discovery import SERVICE_TYPE, day_tag
+from hearth.protocol.transport.discovery import SERVICE_TYPE, day_tag
 from hearth.protocol.transport.keys import SwarmKeys
 
 from .netns import linked_namespaces, requires_netns, sh
@@ -75,3 +75,68 @@ def test_node_advertises_a_day_tag_and_nothing_static(tmp_path, processes) -> No
     assert service["props"] == ["tag"]  # no peer id, no name: nothing to track
     peer_id = json.loads((home / "ready.json").read_text())["peer_id"]
     assert peer_id not in service["name"]
+
+
+@requires_netns
+def test_a_phone_finds_its_node_on_mdns_when_the_address_book_is_stale(
+    tmp_path, processes, tiny_models
+) -> None:
+    import os
+
+    from hearth.protocol.transport.addressbook import AddressBook
+
+    home, phone = tmp_path / "node", tmp_path / "phone"
+    cli("hearth-node", "init", "--home", str(home))
+    env = {k: v for k, v in os.environ.items() if k != "HEARTH_NO_MDNS"}
+    with linked_namespaces(subnet=234) as link:
+        for ns, dev in ((link.a, link.dev_a), (link.b, link.dev_b)):
+            sh("ip", "netns", "exec", ns, "ip", "link", "set", dev, "multicast", "on")
+        serve = [
+            str(BIN / "hearth-node"),
+            "serve",
+            "--home",
+            str(home),
+            "--model",
+            str(tiny_models[0]),
+            "--listen",
+            f"/ip4/{link.addr_a}/tcp/4001",
+            "--ready-file",
+            str(home / "ready.json"),
+        ]
+        node = processes.spawn(*link.exec_in(link.a), *serve, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while not (home / "ready.json").exists():
+            assert node.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        invite = cli("hearth-node", "invite", "--json", "--home", str(home)).stdout
+        run = [*link.exec_in(link.b), str(BIN / "hearth")]
+        subprocess.run(
+            [*run, "init", "--home", str(phone)],
+            check=True,
+            capture_output=True,
+            env=env,
+            timeout=60,
+        )
+        subprocess.run(
+            [*run, "pair", "-", "--home", str(phone)],
+            check=True,
+            input=json.loads(invite)["uri"] + "\n",
+            text=True,
+            capture_output=True,
+            env=env,
+            timeout=60,
+        )
+        node_id = json.loads((home / "ready.json").read_text())["peer_id"]
+        book = AddressBook(phone)
+        book.entries[node_id] = [f"/ip4/{link.addr_a}/tcp/4999/p2p/{node_id}"]  # stale
+        book.remember(node_id, [])
+        asked = subprocess.run(
+            [*run, "ask", "hello", "--route", "remote", "--json", "--home", str(phone)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+    out = json.loads(asked.stdout.strip().splitlines()[-1])
+    assert asked.returncode == 0 and out["route"] == "remote", out  # found through mDNS
+    assert AddressBook(phone).get(node_id)[0].endswith(f"/tcp/4001/p2p/{node_id}")

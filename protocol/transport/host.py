@@ -163,6 +163,8 @@ class HearthHost:
         network = self.host.get_network()
         with contextlib.suppress(Exception):
             network.unblock_peer(pid)  # type: ignore[attr-defined]
+        if addrs:  # dial exactly these: no stale address from an earlier attempt
+            self.host.get_peerstore().clear_addrs(pid)
         maddrs = [Multiaddr(a.split("/p2p/")[0]) for a in addrs]
         started = time.monotonic()
         try:
