@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 
 from hearth.protocol.model.chat import ChatTemplate
-from hearth.protocol.model.grammar import tool_grammar
+from hearth.protocol.model.grammar import Mode, tool_grammar
 from hearth.protocol.model.runtime import LlamaRuntime, SessionMemory
 from hearth.protocol.model.toolcalls import parse_generation
 from hearth.protocol.model.validate import validate_call
@@ -56,6 +56,7 @@ class LocalModel:
         phone_id: str,
         max_tokens: int = 384,
         max_calls: int = 2,
+        mode: Mode = "auto",
     ) -> LocalResult:
         """One local round: a validated local plan, or an answer. A call that is cut or
         breaks its schema raises `plan_rejected` (the router may escalate)."""
@@ -70,7 +71,7 @@ class LocalModel:
             lambda: runtime.generate(
                 SessionMemory(),
                 prompt,
-                grammar=tool_grammar(schemas, "auto", max_calls),
+                grammar=tool_grammar(schemas, mode, max_calls),
                 max_tokens=max_tokens,
                 confidence=True,
             )

@@ -209,6 +209,7 @@ class Phone:
                         decision.reason,
                         started,
                         may_escalate=decision.may_escalate and reachable,
+                        tool_choice=tool_choice,
                     )
                 except HearthError as exc:
                     if not (decision.may_escalate and reachable):
@@ -345,10 +346,13 @@ class Phone:
         reason: str,
         started: float,
         may_escalate: bool = False,
+        tool_choice: Literal["auto", "required", "none"] = "auto",
     ) -> dict[str, Any]:
         # on the phone, a request that names no tool's words is a plain question
         candidates = self.registry.specs(self.registry.candidates(text))
-        result = await self.local.plan(text, candidates, self.peer_id)
+        result = await self.local.plan(
+            text, candidates, self.peer_id, mode=tool_choice if candidates else "none"
+        )
         threshold = self.policy.confidence_threshold
         if may_escalate and result.confidence is not None and result.confidence < threshold:
             raise HearthError(

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
+from pydantic import Field
 
 server = MCPServer("demo")
 
@@ -21,6 +24,16 @@ def lookup(city: str) -> str:
 def post_message(to: str, text: str) -> str:
     """Post a message (unannotated: MCP defaults apply)."""
     return f"posted to {to}"
+
+
+@server.tool(
+    annotations=ToolAnnotations(
+        readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False
+    )
+)
+def set_volume(level: Annotated[int, Field(ge=1000, le=1001)]) -> str:
+    """Set the speaker volume level (only 1000 or 1001 are valid: a bound no grammar holds)."""
+    return f"volume {level}"
 
 
 if __name__ == "__main__":

@@ -191,3 +191,36 @@ def test_ctrl_c_mid_stream_cancels_the_session_on_the_node(paired) -> None:
             break
         subprocess.run(["sleep", "0.05"], check=True)
     assert node.status()["sessions"] == 0
+
+
+def test_a_local_call_breaking_a_bound_the_grammar_cannot_hold_escalates(paired) -> None:
+    import sys
+    from pathlib import Path
+
+    _node, phone = paired
+    root = Path(__file__).resolve().parents[1]
+    config = (phone / "config.toml").read_text()
+    (phone / "config.toml").write_text(
+        config + f'[[mcp]]\nname = "demo"\ncommand = "{sys.executable}"\n'
+        f'args = ["-m", "tests.mcp_server"]\nenv = {{ PYTHONPATH = "{root}" }}\n'
+    )
+    (phone / "policy.toml").write_text("confidence_threshold = 0.0\n")
+    code, out = hearth(
+        "ask",
+        "speaker volume",
+        "--route",
+        "auto",
+        "--tool-choice",
+        "required",
+        "--yes",
+        "--json",
+        "--home",
+        str(phone),
+    )
+    # the random-weight node breaks the same bound, and rejects its own plan (never sends
+    # it): what matters here is that the phone escalated, with the reason, and says so
+    assert code in (0, 8), out
+    _, audit = hearth("audit", "--json", "--home", str(phone))
+    routes = [r["reason"] for r in audit["records"] if r["decision"] == "route"]
+    assert routes and routes[-1].startswith("remote: escalated: demo.set_volume: level")
+    assert "maximum of 1001" in routes[-1]
