@@ -118,6 +118,7 @@ class Node:
             "model": health.model.model_dump() if health.model else None,
             "sessions": health.sessions,
             "queue": health.queue,
+            "admission": self.admission.summary(),
             "roles": health.roles,
             "peers": [
                 {

@@ -1,0 +1,205 @@
+"""Load: 1, 4, 16 and 64 phones at once, each with one plan request, against the same
+number of concurrent requests to the reference server.
+
+    .venv/bin/python bench/load.py [--phones 1,4,16,64]
+
+Hearth: every phone is its own paired identity with its own connection; a request is a
+one-round plan session (request → signed plan). The node runs with its defaults
+(2 sessions generating, 8 queued, 2 per phone): past that a phone gets `busy` with a
+retry hint. Reference: the same GGUF behind llama-cpp-python's server, the same number
+of concurrent chat completions (it queues everything). Reports sessions/s, p99 latency,
+busy and other errors, and the node's p99 wait in its queue.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import httpx
+import trio
+from rich.console import Console
+from rich.table import Table
+
+from hearth.node.control import request as control
+from hearth.protocol.model.tiny import make_tiny
+from hearth.protocol.transport.host import quiet_libp2p
+from hearth.protocol.transport.keys import create_identity
+from hearth.protocol.transport.pairing import redeem, store_pairing
+from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.protocol.wire.invite import parse_invite
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+from offload import (  # noqa: E402
+    MAX_CALLS,
+    MAX_TOKENS,
+    PROMPT,
+    SCHEMAS,
+    TOOLS,
+    one_round,
+    phone_host,
+    start_node,
+    start_reference,
+)
+
+from hearth.protocol.model.grammar import tool_grammar  # noqa: E402
+
+
+def p99(values: list[float]) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * 0.99))] if values else 0.0
+
+
+async def pair_phones(node_home: Path, root: Path, count: int) -> list[Path]:
+    homes = []
+    for i in range(count):
+        uri = await anyio.to_thread.run_sync(
+            lambda: control(node_home, {"op": "invite", "role": "phone", "ttl": 600})["uri"]
+        )
+        home = root / f"phone{i}"
+        key = create_identity(home)
+        result, _ = await redeem(parse_invite(uri), key, f"p{i}", "phone")
+        store_pairing(home, result)
+        homes.append(home)
+    return homes
+
+
+async def hearth_load(homes: list[Path], node: dict) -> dict:
+    latencies: list[float] = []
+    errors: dict[str, int] = {}
+    hosts = [phone_host(h) for h in homes]
+    async with contextlib.AsyncExitStack() as stack:
+        for host in hosts:
+            await stack.enter_async_context(host.run([]))
+            await host.connect(node["peer_id"], node["addrs"])
+        started = time.perf_counter()
+
+        async def one(i: int, host) -> None:  # type: ignore[no-untyped-def]
+            try:
+                latencies.append((await one_round(host, node, i))["s"])
+            except HearthError as exc:
+                errors[exc.code.value] = errors.get(exc.code.value, 0) + 1
+            except RuntimeError as exc:  # an error frame in the session
+                code = ErrorCode.BUSY.value if "busy" in str(exc) else "other"
+                errors[code] = errors.get(code, 0) + 1
+
+        async with anyio.create_task_group() as tg:
+            for i, host in enumerate(hosts):
+                tg.start_soon(one, i, host)
+        wall = time.perf_counter() - started
+    return {
+        "completed": len(latencies),
+        "per_s": len(latencies) / wall,
+        "p99_ms": p99(latencies) * 1000,
+        "errors": errors,
+    }
+
+
+async def reference_load(port: int, count: int) -> dict:
+    body = {
+        "messages": [{"role": "user", "content": PROMPT}],
+        "tools": [t.model_dump() for t in TOOLS],
+        "max_tokens": MAX_TOKENS,
+        "temperature": 0.0,
+        "seed": 0,
+        "grammar": tool_grammar(SCHEMAS, "required", max_calls=MAX_CALLS),
+    }
+    latencies: list[float] = []
+    errors: dict[str, int] = {}
+    async with httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{port}", timeout=600, limits=httpx.Limits(max_connections=count)
+    ) as client:
+        started = time.perf_counter()
+
+        async def one() -> None:
+            t0 = time.perf_counter()
+            try:
+                reply = await client.post("/v1/chat/completions", json=body)
+                reply.raise_for_status()
+                latencies.append(time.perf_counter() - t0)
+            except httpx.HTTPError as exc:
+                errors[type(exc).__name__] = errors.get(type(exc).__name__, 0) + 1
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(count):
+                tg.start_soon(one)
+        wall = time.perf_counter() - started
+    return {
+        "completed": len(latencies),
+        "per_s": len(latencies) / wall,
+        "p99_ms": p99(latencies) * 1000,
+        "errors": errors,
+    }
+
+
+def main() -> None:
+    quiet_libp2p()
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--phones", default="1,4,16,64")
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "load.json")
+    args = parser.parse_args()
+    counts = [int(n) for n in args.phones.split(",")]
+    report: dict[str, dict] = {}
+    procs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        bf16, _ = make_tiny(root / "models")
+        port = 20000 + (int(time.time()) % 1000)
+        try:
+            procs.append(start_reference(bf16, port))
+            node, ready = start_node(root / "node", "--model", str(bf16))
+            procs.append(node)
+            homes = trio.run(pair_phones, root / "node", root, max(counts))
+            for n in counts:
+                before = control(root / "node", {"op": "status"})["admission"]
+                ours = trio.run(hearth_load, homes[:n], ready)
+                after = control(root / "node", {"op": "status"})["admission"]
+                ours["queue_wait_p99_ms"] = after["queue_wait_p99_ms"]
+                ours["busy_at_node"] = after["busy"] - before["busy"]
+                theirs = trio.run(reference_load, port, n)
+                report[str(n)] = {"hearth": ours, "reference": theirs}
+        finally:
+            for proc in procs:
+                proc.kill()
+                proc.wait()
+    table = Table(title="Load: N phones at once, one plan round each")
+    for col in (
+        "phones",
+        "Hearth sessions/s",
+        "ref req/s",
+        "ratio",
+        "Hearth p99 ms",
+        "ref p99 ms",
+        "p99 queue wait ms",
+        "busy",
+        "other errors",
+    ):
+        table.add_column(col)
+    for n, row in report.items():
+        ours, theirs = row["hearth"], row["reference"]
+        other = sum(v for k, v in ours["errors"].items() if k != "busy")
+        table.add_row(
+            n,
+            f"{ours['per_s']:.2f}",
+            f"{theirs['per_s']:.2f}",
+            f"{ours['per_s'] / theirs['per_s']:.2f}",
+            f"{ours['p99_ms']:.0f}",
+            f"{theirs['p99_ms']:.0f}",
+            f"{ours['queue_wait_p99_ms']:.0f}",
+            str(ours["errors"].get("busy", 0)),
+            str(other),
+        )
+    Console(width=150).print(table)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
