@@ -1,6 +1,6 @@
 """Every benchmark, one command: `.venv/bin/python bench/run.py [--quick]`.
 
-Runs bench/connect.py, bench/offload.py and bench/system.py (each in temporary homes on
+Runs bench/connect.py, offload.py, system.py and load.py (each in temporary homes on
 loopback, each against its reference in the same run), then prints one table and
 writes bench/results/all.json with the machine it ran on.
 """
@@ -51,6 +51,7 @@ def main() -> None:
         "connect.py": ["--runs", "5" if args.quick else "10"],
         "offload.py": ["--runs", "8" if args.quick else "20"],
         "system.py": ["--runs", "3" if args.quick else "5"],
+        "load.py": ["--phones", "1,4,16" if args.quick else "1,4,16,64"],
     }
     for script, extra in runs.items():
         Console(stderr=True).print(f"[dim]running {script}…[/]")
@@ -129,6 +130,19 @@ def main() -> None:
             "reference server RSS",
         )
     )
+    load = json.loads((RESULTS / "load.json").read_text())
+    for n, row in load.items():
+        ours, theirs = row["hearth"], row["reference"]
+        rows.append(
+            (
+                f"load: {n} phone(s) at once, sessions/s",
+                ours["per_s"],
+                theirs["per_s"],
+                ours["per_s"] / theirs["per_s"],
+                f"reference server, same concurrency (Hearth busy: "
+                f"{ours['errors'].get('busy', 0)})",
+            )
+        )
     pair = system["pairing: invite → pair complete (whole command), s"]
     rows.append(("pairing: invite → pair complete (s)", pair["hearth"], None, None, "—"))
     table = Table(title="Hearth benchmarks (medians; ratio = Hearth / reference)")
@@ -163,6 +177,7 @@ def main() -> None:
                 "connect": connect,
                 "offload": offload,
                 "system": system,
+                "load": load,
             },
             indent=2,
         )
