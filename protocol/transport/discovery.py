@@ -18,8 +18,9 @@ SERVICE_TYPE = "_hearth._udp.local."
 
 def day_tag(swarm_key: bytes, day: dt.date) -> str:
     """The tag members compute for `day`."""
-    return hmac.new(swarm_key, f"hearth/mdns/v1\0{day.isoformat()}".encode(),
-                    hashlib.sha256).hexdigest()[:32]
+    return hmac.new(
+        swarm_key, f"hearth/mdns/v1\0{day.isoformat()}".encode(), hashlib.sha256
+    ).hexdigest()[:32]
 
 
 def today() -> dt.date:

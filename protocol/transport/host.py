@@ -200,6 +200,11 @@ class HearthHost:
         try:
             stream = await self.host.new_stream(pid, [TProtocol(protocol)])
         except Exception as exc:
+            if "not supported" in " ".join(str(e) for e in _chain(exc)):
+                raise HearthError(
+                    ErrorCode.PROTOCOL_ERROR,
+                    f"{peer_id} does not serve {protocol} (to this device)",
+                ) from exc
             raise classify_dial_error(peer_id, exc) from exc
         return FrameStream(stream, self.max_frame)
 
