@@ -51,21 +51,14 @@ def pair(
     as_json: JsonOption = False,
 ) -> None:
     """Pair this phone with a home node (a one-time invite from `hearth-node invite`)."""
-    import sys
-
-    import trio
-
     from hearth.protocol.transport.host import quiet_libp2p
     from hearth.protocol.transport.keys import load_identity
-    from hearth.protocol.transport.pairing import redeem, store_pairing
-    from hearth.protocol.wire.invite import parse_invite
+    from hearth.protocol.transport.pairing import pair_home
 
     with reporting(as_json):
         quiet_libp2p()
         directory = _home(home)
-        invite = parse_invite(sys.stdin.readline() if uri == "-" else uri)
-        result, roster = trio.run(redeem, invite, load_identity(directory), name, "phone")
-        store_pairing(directory, result)
+        result, roster = pair_home(directory, uri, load_identity(directory), name, "phone")
         payload = {
             "peer_id": result.member,
             "node": result.node,

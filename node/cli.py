@@ -142,29 +142,19 @@ def join(
     as_json: JsonOption = False,
 ) -> None:
     """A friend's node joins a swarm with a one-time invite (`invite --role friend`)."""
-    import sys
-
-    import trio
-
     from hearth.protocol.transport.host import quiet_libp2p
     from hearth.protocol.transport.keys import create_identity, load_identity
-    from hearth.protocol.transport.pairing import redeem, store_pairing
-    from hearth.protocol.wire.errors import ErrorCode, HearthError
-    from hearth.protocol.wire.invite import parse_invite
+    from hearth.protocol.transport.pairing import pair_home
 
     with reporting(as_json):
         quiet_libp2p()
         directory = _home(home)
-        if (directory / "roster.signed").exists():
-            raise HearthError(ErrorCode.INVALID_INPUT, f"{directory} already belongs to a swarm")
         key = (
             load_identity(directory)
             if (directory / "identity.key").exists()
             else create_identity(directory)
         )
-        invite = parse_invite(sys.stdin.readline() if uri == "-" else uri)
-        result, roster = trio.run(redeem, invite, key, name or socket.gethostname(), "node")
-        store_pairing(directory, result)
+        result, roster = pair_home(directory, uri, key, name or socket.gethostname(), "node")
         payload = {
             "peer_id": result.member,
             "founder": result.founder,

@@ -19,8 +19,8 @@ from hearth.protocol.wire.roster import Roster, open_roster
 
 from .addressbook import AddressBook
 from .host import HearthHost
-from .keys import SwarmKeys, pairing_key
-from .membership import save_roster
+from .keys import SwarmKeys, pairing_key, read_secret
+from .membership import FOUNDER_FILE, save_roster
 
 PAIR_PROTOCOL = "/hearth/pair/1"
 
@@ -66,3 +66,28 @@ def store_pairing(home: Path, result: PairResult) -> None:
     SwarmKeys(current=result.swarm_key).save(home)
     save_roster(home, result.roster, result.founder)
     AddressBook(home).remember(result.node, result.addrs)
+
+
+def pair_home(
+    home: Path, uri: str, identity: Ed25519PrivateKey, name: str, device: str
+) -> tuple[PairResult, Roster]:
+    """`hearth pair` and `hearth-node join`: redeem the URI (`-`: one line of stdin) and
+    keep what it brings. A home belongs to one swarm: pairing again with the same
+    founder (after a missed key rotation) is fine, with another one is refused."""
+    import sys
+
+    import trio
+
+    from hearth.protocol.wire.invite import parse_invite
+
+    invite = parse_invite(sys.stdin.readline() if uri == "-" else uri)
+    if (home / FOUNDER_FILE).exists():
+        founder = read_secret(home / FOUNDER_FILE).decode().strip()
+        if founder != invite.node:
+            raise HearthError(
+                ErrorCode.INVALID_INPUT,
+                f"{home} already belongs to the swarm founded by {founder}: use another --home",
+            )
+    result, roster = trio.run(redeem, invite, identity, name, device)
+    store_pairing(home, result)
+    return result, roster
