@@ -39,6 +39,7 @@ from .swarm import Swarm
 log = logging.getLogger("hearth.node")
 HEALTH_PROTOCOL = "/hearth/health/1"
 SHUTDOWN_GRACE_S = 3.0
+FLUSH_S = 0.3
 
 
 async def load_backend(config: NodeConfig) -> Backend | None:
@@ -183,9 +184,12 @@ class Node:
                     log.info("%s: stopping", signal.Signals(signum).name)
                     break
             self.planner.shutdown.set()  # open sessions answer `cancelled`
+            had_sessions = bool(self.planner.sessions)
             with anyio.move_on_after(SHUTDOWN_GRACE_S):
                 while self.planner.sessions:
                     await anyio.sleep(0.05)
+            if had_sessions:  # let those last frames reach the phones before the sockets close
+                await anyio.sleep(FLUSH_S)
             tg.cancel_scope.cancel()
         if self.backend is not None:
             await self.backend.aclose()
