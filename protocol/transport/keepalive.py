@@ -2,8 +2,8 @@
 
 Any inbound bytes count as life (the pnet layer stamps every read). When a peer
 has been quiet for a third of the bound, a ping goes out on `/ipfs/ping/1.0.0`
-(which every libp2p host answers); when it has been quiet for the whole bound it
-is declared dead and its connections are closed, so every stream blocked on it
+(which every libp2p host answers); when it has been quiet for the bound (less a
+small margin for scheduling jitter) it is declared dead and its connections are closed, so every stream blocked on it
 fails at once instead of at TCP timeout.
 """
 
@@ -22,6 +22,7 @@ PING_PROTOCOL = TProtocol("/ipfs/ping/1.0.0")
 DEFAULT_BOUND = 3.0
 PING_SIZE = 32
 _POLL = 0.1
+MARGIN = 0.25  # declared dead this much before the bound, so scheduling jitter stays inside it
 
 
 async def watch(host: HearthHost, peer_id: str, bound: float = DEFAULT_BOUND) -> float:
@@ -33,7 +34,7 @@ async def watch(host: HearthHost, peer_id: str, bound: float = DEFAULT_BOUND) ->
         while True:
             await trio.sleep(_POLL)
             quiet = host.quiet_for(peer_id)
-            if quiet is None or quiet >= bound - _POLL or not host.connected(peer_id):
+            if quiet is None or quiet >= bound - MARGIN or not host.connected(peer_id):
                 nursery.cancel_scope.cancel()
                 break
     await host.disconnect(peer_id)
