@@ -184,36 +184,66 @@ async def one_round(host: HearthHost, node: dict, i: int) -> dict:
     session = PlanSession(Side.PHONE)
     await stream.write(session.send(request))
     text = []
+    first: float | None = None
     plan_seen = False
     while not plan_seen:
         for event in session.receive_data(await stream.read_some()):
             if isinstance(event, ActionPlan):
                 plan_seen = True
             elif isinstance(event, Token):
+                first = first or time.perf_counter() - t0
                 text.append(event.text)
             elif getattr(event, "TYPE", "") in ("error", "final"):
                 raise RuntimeError(f"unexpected {event}")
     elapsed = time.perf_counter() - t0
     await stream.reset()
-    return {"s": elapsed, "text": "".join(text)}
+    return {"s": elapsed, "ttft_s": first or elapsed, "text": "".join(text)}
+
+
+def _streamed(client: httpx.Client, body: dict, t0: float) -> dict:
+    """One streamed completion: time to the first content chunk, and to the end."""
+    first = None
+    pieces = []
+    with client.stream("POST", "/v1/chat/completions", json=body) as reply:
+        for line in reply.iter_lines():
+            if not line.startswith("data:") or line.strip() == "data: [DONE]":
+                continue
+            piece = (json.loads(line[5:])["choices"][0].get("delta") or {}).get("content")
+            if piece:
+                first = first or time.perf_counter() - t0
+                pieces.append(piece)
+    return {
+        "s": time.perf_counter() - t0,
+        "ttft_s": first,
+        "text": "".join(pieces),
+        "chunks": len(pieces),
+    }
 
 
 async def measure(root: Path, nodes: dict[str, dict], port: int, runs: int) -> dict:
-    results: dict[str, list[dict]] = {"reference": [], **{name: [] for name in nodes}}
+    results: dict[str, list[dict]] = {
+        "reference": [],
+        "reference-stream": [],
+        **{name: [] for name in nodes},
+    }
     hosts = {name: phone_host(root / f"phone-{name}") for name in nodes}
     async with hosts["hearth"].run([]), hosts["hearth-upstream"].run([]):
         for name, host in hosts.items():  # connections kept between requests
             await host.connect(nodes[name]["peer_id"], nodes[name]["addrs"])
         for i in range(runs):  # interleaved rounds: the same machine state for all
             results["reference"] += await anyio.to_thread.run_sync(reference_runs, port, 1)
+            results["reference-stream"] += await anyio.to_thread.run_sync(
+                reference_runs, port, 1, True
+            )
             for name, host in hosts.items():
                 results[name].append(await one_round(host, nodes[name], i))
                 await anyio.sleep(0.05)
     return results
 
 
-def reference_runs(port: int, runs: int) -> list[dict]:
+def reference_runs(port: int, runs: int, stream: bool = False) -> list[dict]:
     body = {
+        "stream": stream,
         "messages": [{"role": "user", "content": PROMPT}],
         "tools": [t.model_dump() for t in TOOLS],
         "max_tokens": MAX_TOKENS,
@@ -229,6 +259,9 @@ def reference_runs(port: int, runs: int) -> list[dict]:
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as client:
         for _ in range(runs):
             t0 = time.perf_counter()
+            if stream:
+                out.append(_streamed(client, body, t0))
+                continue
             reply = client.post("/v1/chat/completions", json=body).json()
             out.append(
                 {
@@ -304,7 +337,29 @@ def main() -> None:
             f"{ratio:.2f}",
             str(st["runs"]),
         )
+    ref_stream = results["reference-stream"]
+    for name in ("hearth", "reference-stream"):
+        rows = results[name]
+        report[name] = {
+            **report.get(name, {}),
+            "ttft_ms": median(r["ttft_s"] for r in rows) * 1000,
+            "streamed_total_ms": median(r["s"] for r in rows) * 1000,
+        }
+    report["reference-stream"]["same_output"] = all(r["text"] == reference_text for r in ref_stream)
+    streaming = Table(title="Streaming: time to first token and the streamed round")
+    for col in ("path", "TTFT ms", "streamed round ms", "ratio (round)"):
+        streaming.add_column(col)
+    base = report["reference-stream"]["streamed_total_ms"]
+    for name in ("hearth", "reference-stream"):
+        row = report[name]
+        streaming.add_row(
+            name,
+            f"{row['ttft_ms']:.1f}",
+            f"{row['streamed_total_ms']:.1f}",
+            f"{row['streamed_total_ms'] / base:.2f}",
+        )
     Console(width=140).print(table)
+    Console(width=140).print(streaming)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
 

@@ -3,8 +3,8 @@
 Any inbound bytes count as life (the pnet layer stamps every read). When a peer
 has been quiet for a third of the bound, a ping goes out on `/ipfs/ping/1.0.0`
 (which every libp2p host answers); when it has been quiet for the bound (less a
-small margin for scheduling jitter) it is declared dead and its connections are closed, so every stream blocked on it
-fails at once instead of at TCP timeout.
+small margin for scheduling jitter) it is declared dead and its connections are
+closed, so every stream blocked on it fails at once instead of at TCP timeout.
 """
 
 from __future__ import annotations
