@@ -91,6 +91,25 @@ def main() -> None:
             "the same server, called directly",
         ),
     ]
+    rows.append(
+        (
+            "streaming: time to first token (ms)",
+            offload["hearth"]["ttft_ms"],
+            offload["reference-stream"]["ttft_ms"],
+            offload["hearth"]["ttft_ms"] / offload["reference-stream"]["ttft_ms"],
+            "the server's SSE stream",
+        )
+    )
+    rows.append(
+        (
+            "streaming: whole streamed round (ms)",
+            offload["hearth"]["streamed_total_ms"],
+            offload["reference-stream"]["streamed_total_ms"],
+            offload["hearth"]["streamed_total_ms"]
+            / offload["reference-stream"]["streamed_total_ms"],
+            "the server's SSE stream, one chunk per token",
+        )
+    )
     cold = system["cold start: process start → first token, s"]
     rows.append(
         (

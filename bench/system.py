@@ -51,6 +51,10 @@ def rss_kb(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
+# loopback only: the phone does not browse mDNS on this machine's LAN during the bench
+ENV = {**os.environ, "HEARTH_NO_MDNS": "1"}
+
+
 def hearth(*args: str, stdin: str | None = None) -> dict:
     out = subprocess.run(
         [str(BIN / "hearth"), *args],
@@ -59,6 +63,7 @@ def hearth(*args: str, stdin: str | None = None) -> dict:
         text=True,
         timeout=300,
         check=True,
+        env=ENV,
     ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -66,7 +71,7 @@ def hearth(*args: str, stdin: str | None = None) -> dict:
 def first_token_s(*args: str) -> float:
     t0 = time.time()
     proc = subprocess.Popen(
-        [str(BIN / "hearth"), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [str(BIN / "hearth"), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV
     )
     assert proc.stderr is not None
     proc.stderr.read(1)
@@ -77,7 +82,9 @@ def first_token_s(*args: str) -> float:
 
 def timed(*args: str) -> float:
     t0 = time.time()
-    subprocess.run([str(BIN / "hearth"), *args], capture_output=True, timeout=300, check=True)
+    subprocess.run(
+        [str(BIN / "hearth"), *args], capture_output=True, timeout=300, check=True, env=ENV
+    )
     return time.time() - t0
 
 
@@ -87,6 +94,7 @@ def peak_rss_kb(*args: str) -> int:
         capture_output=True,
         text=True,
         timeout=300,
+        env=ENV,
     )
     return int(out.stderr.strip().splitlines()[-1])
 

@@ -42,6 +42,7 @@ from .tools.storage import PhoneData
 
 CONNECT_TIMEOUT_S = 3.0
 KEEPALIVE_BOUND_S = 3.0
+MDNS_WAIT_S = 1.0  # answers on a LAN take ~0.1-0.3 s; the fallback should not wait longer
 OnToken = Callable[[str], Awaitable[None]]
 
 
@@ -251,7 +252,7 @@ class Phone:
             if exc.code is ErrorCode.REFUSED or os.environ.get("HEARTH_NO_MDNS"):
                 raise
             failed = exc
-        hints = await anyio.to_thread.run_sync(browse, keys.accepted(time.time()), 2.0)
+        hints = await anyio.to_thread.run_sync(browse, keys.accepted(time.time()), MDNS_WAIT_S)
         addrs = [f"/ip4/{ip}/tcp/{port}/p2p/{node}" for ip, port in hints]
         if not addrs:
             raise HearthError(failed.code, f"{failed.message}; no answer on mDNS either")
