@@ -114,7 +114,7 @@ def register_builtin(registry: Registry, data: PhoneData) -> None:
                 return ev
         raise HearthError(ErrorCode.PLAN_REJECTED, f"no event {event_id!r}")
 
-    @registry.tool(tier=Tier.REVERSIBLE, annotations=WRITE)
+    @registry.tool(tier=Tier.REVERSIBLE, annotations=WRITE, control=("event_id",))
     async def calendar_move(
         ctx: ToolContext, event_id: Short, start: When, end: When
     ) -> dict[str, Any]:
@@ -127,7 +127,7 @@ def register_builtin(registry: Registry, data: PhoneData) -> None:
         save_calendar(cal)
         return event_view(ev)
 
-    @registry.tool(tier=Tier.IRREVERSIBLE, annotations=DELETE)
+    @registry.tool(tier=Tier.IRREVERSIBLE, annotations=DELETE, control=("event_id",))
     async def calendar_delete(ctx: ToolContext, event_id: Short) -> dict[str, Any]:
         """Delete a calendar event."""
         if (done := data.done(ctx.idempotency_key)) is not None:
