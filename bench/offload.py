@@ -29,9 +29,8 @@ from rich.table import Table
 
 from hearth.protocol.model.grammar import tool_grammar
 from hearth.protocol.model.tiny import make_tiny
-from hearth.protocol.transport.host import HearthHost, quiet_libp2p
-from hearth.protocol.transport.keys import SwarmKeys, create_identity
-from hearth.protocol.transport.membership import RosterHolder
+from hearth.protocol.transport.host import HearthHost, host_for_home, quiet_libp2p
+from hearth.protocol.transport.keys import create_identity
 from hearth.protocol.transport.pairing import redeem, store_pairing
 from hearth.protocol.transport.plans import PLAN_PROTOCOL
 from hearth.protocol.wire.invite import parse_invite
@@ -163,11 +162,7 @@ def pair(node_home: Path, phone_home: Path) -> None:
 
 
 def phone_host(phone_home: Path) -> HearthHost:
-    from hearth.protocol.transport.keys import load_identity
-
-    roster = RosterHolder(phone_home)
-    keys = SwarmKeys.load(phone_home)
-    return HearthHost(load_identity(phone_home), lambda: keys.accepted(time.time()), roster.admits)
+    return host_for_home(phone_home).host
 
 
 async def one_round(host: HearthHost, node: dict, i: int) -> dict:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import time
-import tomllib
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any, Literal
 import anyio
 from pydantic import ValidationError
 
+from hearth.protocol.console import read_toml
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import (
     ChatMessage,
@@ -66,11 +66,7 @@ def plan_view(plan: Plan, observations: dict[str, Any]) -> dict[str, Any]:
 
 def read_config(home: Path) -> dict[str, Any]:
     """The phone's `config.toml` (model path, MCP servers)."""
-    path = home / "config.toml"
-    try:
-        return tomllib.loads(path.read_text()) if path.exists() else {}
-    except tomllib.TOMLDecodeError as exc:
-        raise HearthError(ErrorCode.INVALID_INPUT, f"{path}: {exc}") from exc
+    return read_toml(home / "config.toml")
 
 
 def load_tools(home: Path, config: dict[str, Any]) -> tuple[Registry, list[McpServer]]:
@@ -133,15 +129,10 @@ class Phone:
         return self.registry.specs(keep)
 
     def _host(self):  # type: ignore[no-untyped-def]
-        from hearth.protocol.transport.host import HearthHost, quiet_libp2p
-        from hearth.protocol.transport.keys import SwarmKeys
-        from hearth.protocol.transport.membership import RosterHolder
+        from hearth.protocol.transport.host import host_for_home, quiet_libp2p
 
         quiet_libp2p()
-        roster = RosterHolder(self.home)
-        keys = SwarmKeys.load(self.home)
-        host = HearthHost(self.key, lambda: keys.accepted(time.time()), roster.admits)
-        return host, roster, keys
+        return host_for_home(self.home)
 
     async def ask(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """`_ask` with the phone's MCP servers running and mounted as tools."""
@@ -174,7 +165,7 @@ class Phone:
             if route == "remote":
                 raise HearthError(ErrorCode.INVALID_INPUT, "not paired: run `hearth pair URI`")
             return await self._local(text, out, "not paired with a home node", started)
-        host, roster, keys = self._host()
+        host, roster, keys, _ = self._host()
         node = roster.roster.founder
         out["node"] = node
 
@@ -407,7 +398,7 @@ class Phone:
         from hearth.protocol.wire.messages import Health, HealthRequest
         from hearth.protocol.wire.roster import Role
 
-        host, roster, _keys = self._host()
+        host, roster, _keys, _ = self._host()
         book = AddressBook(self.home)
         async with host.run([]):
             for member in roster.roster.members:

@@ -12,13 +12,12 @@ An invalid file is `invalid_input` naming the line or the key.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.protocol.console import read_toml, validated
 
 POLICY_FILE = "policy.toml"
 
@@ -38,24 +37,4 @@ class OwnerPolicy(BaseModel):
 
 def load_policy(home: Path) -> OwnerPolicy:
     path = home / POLICY_FILE
-    if not path.exists():
-        return OwnerPolicy()
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise HearthError(ErrorCode.INVALID_INPUT, f"{path}: {exc}") from exc
-    try:
-        return OwnerPolicy.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        key = ".".join(str(p) for p in err["loc"])
-        line = next(
-            (
-                i
-                for i, text in enumerate(path.read_text().splitlines(), 1)
-                if text.strip().startswith(str(err["loc"][0]))
-            ),
-            None,
-        )
-        where = f"line {line}: " if line else ""
-        raise HearthError(ErrorCode.INVALID_INPUT, f"{path}: {where}{key}: {err['msg']}") from exc
+    return validated(OwnerPolicy, read_toml(path), path)

@@ -6,13 +6,12 @@ A bad file is `invalid_input` (exit 9) naming the field; command-line flags of
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.protocol.console import read_toml, validated
 
 CONFIG_FILE = "config.toml"
 
@@ -51,16 +50,6 @@ def pairing_listen(config: NodeConfig) -> str:
 def load_config(home: Path, **overrides: object) -> NodeConfig:
     """The config file merged with overrides (those not None)."""
     path = home / CONFIG_FILE
-    data: dict[str, object] = {}
-    if path.exists():
-        try:
-            data = tomllib.loads(path.read_text())
-        except tomllib.TOMLDecodeError as exc:
-            raise HearthError(ErrorCode.INVALID_INPUT, f"{path}: {exc}") from exc
+    data = read_toml(path)
     data.update({k: v for k, v in overrides.items() if v is not None})
-    try:
-        return NodeConfig.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"])
-        raise HearthError(ErrorCode.INVALID_INPUT, f"{path}: {field}: {err['msg']}") from exc
+    return validated(NodeConfig, data, path)

@@ -19,9 +19,8 @@ from typing import Any
 
 import anyio
 
-from hearth.protocol.transport.host import HearthHost, quiet_libp2p
-from hearth.protocol.transport.keys import SwarmKeys, load_identity, write_secret
-from hearth.protocol.transport.membership import RosterHolder
+from hearth.protocol.transport.host import host_for_home, quiet_libp2p
+from hearth.protocol.transport.keys import write_secret
 from hearth.protocol.transport.streams import FrameStream
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import Health, HealthRequest
@@ -62,13 +61,8 @@ class Node:
     def __init__(self, home: Path, config: NodeConfig, backend: Backend | None) -> None:
         self.home = home
         self.config = config
-        self.key = load_identity(home)
-        self.swarm_keys = SwarmKeys.load(home)
-        self.roster = RosterHolder(home)
         self.backend = backend
-        self.host = HearthHost(
-            self.key, lambda: self.swarm_keys.accepted(time.time()), self.roster.admits
-        )
+        self.host, self.roster, self.swarm_keys, self.key = host_for_home(home)
         self.admission = Admission(config.max_sessions, config.max_queue, config.per_peer)
         self.planner = Planner(
             self.key,

@@ -7,13 +7,18 @@ import logging
 import os
 import secrets
 import sys
+import tomllib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from hearth.protocol.transport.taskgroups import single_error
 from hearth.protocol.wire.errors import ErrorCode, HearthError
+
+M = TypeVar("M", bound=BaseModel)
 
 
 def resolve_home(option: Path | None, env_var: str, app_name: str) -> Path:
@@ -29,6 +34,36 @@ def resolve_home(option: Path | None, env_var: str, app_name: str) -> Path:
     home = home.expanduser().resolve()
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
     return home
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """A settings file as a dict (empty when there is none); `invalid_input` if unparsable."""
+    if not path.exists():
+        return {}
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:  # its message names the line and column
+        raise HearthError(ErrorCode.INVALID_INPUT, f"{path}: {exc}") from exc
+
+
+def validated(model: type[M], data: dict[str, Any], path: Path) -> M:
+    """`model` from settings read from `path`; `invalid_input` naming the key and its line."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(p) for p in err["loc"])
+        lines = path.read_text().splitlines() if path.exists() else []
+        line = next(
+            (
+                i
+                for i, text in enumerate(lines, 1)
+                if err["loc"] and text.strip().startswith(str(err["loc"][0]))
+            ),
+            None,
+        )
+        where = f"line {line}: " if line else ""
+        raise HearthError(ErrorCode.INVALID_INPUT, f"{path}: {where}{key}: {err['msg']}") from exc
 
 
 def emit(as_json: bool, payload: dict[str, Any], render: Callable[[], None]) -> None:

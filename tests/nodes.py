@@ -11,9 +11,8 @@ from pathlib import Path
 
 import trio
 
-from hearth.protocol.transport.host import HearthHost
-from hearth.protocol.transport.keys import SwarmKeys, create_identity, load_identity
-from hearth.protocol.transport.membership import RosterHolder
+from hearth.protocol.transport.host import HearthHost, host_for_home
+from hearth.protocol.transport.keys import create_identity, load_identity
 from hearth.protocol.transport.pairing import redeem, store_pairing
 from hearth.protocol.wire.invite import parse_invite
 
@@ -85,9 +84,7 @@ class Phone:
         return load_identity(self.home)
 
     def host(self) -> HearthHost:
-        roster = RosterHolder(self.home)
-        keys = SwarmKeys.load(self.home)
-        return HearthHost(self.key, lambda: keys.accepted(time.time()), roster.admits)
+        return host_for_home(self.home).host
 
 
 def pair_phone(home: Path, uri: str, name: str = "phone") -> Phone:

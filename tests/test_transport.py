@@ -76,10 +76,10 @@ def test_kill_9_of_the_node_is_noticed_within_the_keepalive_bound(swarm, process
 
 def test_malformed_frames_get_an_error_frame_and_the_node_keeps_serving(swarm, processes) -> None:
     homes, _, peer_id, addr = swarm
-    from hearth.protocol.transport.probe import host_for
+    from hearth.protocol.transport.host import host_for_home
 
     async def misbehave() -> list:
-        host = host_for(homes["phone"])
+        host = host_for_home(homes["phone"]).host
         async with host.run(["/ip4/127.0.0.1/tcp/0"]):
             seen = []
             for garbage in (PREFIX.pack(5) + b"\xc1\xc1\xc1\xc1\xc1", PREFIX.pack(1 << 30)):

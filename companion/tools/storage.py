@@ -33,10 +33,7 @@ class PhoneData:
 
     def record(self, key: str, result: Any) -> Any:
         """Remember `result` under `key` (atomically), so a rerun returns it."""
-        path = self._done_path(key)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(result))
-        os.replace(tmp, path)
+        write_atomic(self._done_path(key), json.dumps(result))
         return result
 
     def _done_path(self, key: str) -> Path:

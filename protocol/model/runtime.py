@@ -79,7 +79,7 @@ class LlamaRuntime:
         self.n_ctx = self.llm.n_ctx()
         self.chat_template = meta.get("tokenizer.chat_template", "")
         self._owner: SessionMemory | None = None
-        self._prefixes: OrderedDict[str, bytes] = OrderedDict()
+        self._prefixes: OrderedDict[str, tuple[list[int], bytes]] = OrderedDict()
 
     def tokenize(self, text: str) -> list[int]:
         return list(self.llm.tokenize(text.encode(), add_bos=False, special=True))
@@ -178,15 +178,17 @@ class LlamaRuntime:
     def _start_from_prefix(self, memory: SessionMemory, prefix: str) -> int:
         """Put the shared `prefix` in `memory`'s (empty) context, from cache if held;
         returns how many tokens had to be evaluated for it."""
-        tokens = self.tokenize(prefix)
         cached = self._prefixes.get(prefix)
-        memory.tokens = list(tokens)
-        if cached is not None:
+        if cached is not None:  # held: neither tokenized nor evaluated again
+            tokens, snapshot = cached
             self._prefixes.move_to_end(prefix)
-            self._load_seq(cached, tokens)
+            self._load_seq(snapshot, tokens)
+            memory.tokens = list(tokens)
             return 0
+        tokens = self.tokenize(prefix)
         self.llm.eval(tokens)
-        self._prefixes[prefix] = self._save_seq()
+        self._prefixes[prefix] = (tokens, self._save_seq())
+        memory.tokens = list(tokens)
         while len(self._prefixes) > PREFIX_CACHE_SIZE:
             self._prefixes.popitem(last=False)
         return len(tokens)

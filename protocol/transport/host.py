@@ -13,6 +13,8 @@ import os
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import trio
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -35,6 +37,8 @@ from hearth.protocol.wire.frames import DEFAULT_MAX_FRAME
 from hearth.protocol.wire.messages import error_frame
 
 from .gate import Admit, GatedNoise, Liveness, NotAdmitted
+from .keys import SwarmKeys, load_identity
+from .membership import RosterHolder
 from .pnet import KeyMismatch, KeyRing, install_protector
 from .streams import FrameStream
 from .taskgroups import leaves, single_error
@@ -48,6 +52,25 @@ def quiet_libp2p() -> None:
     """py-libp2p logs refused handshakes as errors; Hearth reports them itself."""
     if not os.environ.get("HEARTH_DEBUG_LIBP2P"):
         logging.getLogger("libp2p").setLevel(logging.CRITICAL)
+
+
+class HomeHost(NamedTuple):
+    """A host for one home directory, with the roster and swarm keys it is gated by
+    (both updated in place by roster sync and key rotation)."""
+
+    host: HearthHost
+    roster: RosterHolder
+    keys: SwarmKeys
+    identity: Ed25519PrivateKey
+
+
+def host_for_home(home: Path, **options: Any) -> HomeHost:
+    """The host of `home`: its identity, its swarm keys, its roster gate."""
+    roster = RosterHolder(home)
+    keys = SwarmKeys.load(home)
+    identity = load_identity(home)
+    host = HearthHost(identity, lambda: keys.accepted(time.time()), roster.admits, **options)
+    return HomeHost(host, roster, keys, identity)
 
 
 def _libp2p_keypair(identity: Ed25519PrivateKey):  # type: ignore[no-untyped-def]

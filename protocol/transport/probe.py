@@ -24,23 +24,12 @@ from hearth.protocol.wire.identity import peer_id_of
 from hearth.protocol.wire.messages import Health, HealthRequest
 from hearth.protocol.wire.roster import Member, Role
 
-from .host import HearthHost, quiet_libp2p
+from .host import host_for_home, quiet_libp2p
 from .keepalive import watch
-from .keys import SwarmKeys, create_identity, load_identity
-from .membership import RosterHolder, found_swarm, load_roster
+from .keys import SwarmKeys, create_identity
+from .membership import RosterHolder, found_swarm
 
 HEALTH_PROTOCOL = "/hearth/health/1"
-
-
-def host_for(home: Path) -> HearthHost:
-    """A host with `home`'s identity, swarm keys and roster gate."""
-    roster, _ = load_roster(home)
-    keys = SwarmKeys.load(home)
-    return HearthHost(
-        load_identity(home),
-        lambda: keys.accepted(time.time()),
-        lambda peer: roster.admits(peer, time.time()),
-    )
 
 
 def say(**event: object) -> None:
@@ -48,7 +37,7 @@ def say(**event: object) -> None:
 
 
 async def serve(home: Path, listen: list[str], ready_file: Path | None) -> None:
-    host = host_for(home)
+    host = host_for_home(home).host
 
     async def health(stream):  # type: ignore[no-untyped-def]
         while True:
@@ -68,7 +57,7 @@ async def serve(home: Path, listen: list[str], ready_file: Path | None) -> None:
 
 
 async def ping(home: Path, peer_id: str, addr: str, count: int, timeout: float) -> None:
-    host = host_for(home)
+    host = host_for_home(home).host
     async with host.run(["/ip4/127.0.0.1/tcp/0"]):
         t0 = time.perf_counter()
         try:
@@ -93,7 +82,7 @@ async def ping(home: Path, peer_id: str, addr: str, count: int, timeout: float) 
 
 
 async def watch_peer(home: Path, peer_id: str, addr: str, bound: float) -> None:
-    host = host_for(home)
+    host = host_for_home(home).host
     async with host.run(["/ip4/127.0.0.1/tcp/0"]):
         await host.connect(peer_id, [addr])
         say(event="watching", peer_id=peer_id)

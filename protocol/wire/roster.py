@@ -86,10 +86,6 @@ class Roster(Model):
             raise HearthError(ErrorCode.INVALID_INPUT, f"{peer_id} is not on the roster")
         return self._next(tuple(m for m in self.members if m.peer_id != peer_id), now=now, ttl=ttl)
 
-    def resigned(self, *, now: float, ttl: float) -> Roster:
-        """The next version with the same members and a fresh `not_after`."""
-        return self._next(self.members, now=now, ttl=ttl)
-
     def _next(self, members: tuple[Member, ...], *, now: float, ttl: float) -> Roster:
         return Roster(
             version=self.version + 1,
