@@ -7,6 +7,7 @@ phone's own model), runs every plan through the executor, and returns the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import uuid
@@ -251,13 +252,27 @@ class Phone:
         book.remember(node, addrs)
 
     async def _sync(self, host, node: str, roster, keys) -> None:  # type: ignore[no-untyped-def]
+        """Catch up on the roster and swarm key, and learn the node's addresses (its
+        circuits through relays included, for when no direct path works)."""
+        from hearth.protocol.transport.addressbook import AddressBook
+        from hearth.protocol.transport.health import ask_health
         from hearth.protocol.transport.rostersync import ROSTER_PROTOCOL, pull
 
-        try:
-            with anyio.fail_after(CONNECT_TIMEOUT_S):
-                await pull(await host.open(node, ROSTER_PROTOCOL), self.home, roster, keys)
-        except (HearthError, TimeoutError) as exc:  # planning still works on what we hold
-            self.audit.append(AuditRecord("-", node, "-", "", "roster-sync", str(exc), "error"))
+        async def roster_sync() -> None:
+            try:
+                with anyio.fail_after(CONNECT_TIMEOUT_S):
+                    await pull(await host.open(node, ROSTER_PROTOCOL), self.home, roster, keys)
+            except (HearthError, TimeoutError) as exc:  # planning still works on what we hold
+                self.audit.append(AuditRecord("-", node, "-", "", "roster-sync", str(exc), "error"))
+
+        async def addresses() -> None:
+            with contextlib.suppress(HearthError):
+                health = await ask_health(host, node, timeout=CONNECT_TIMEOUT_S)
+                AddressBook(self.home).add(node, health.addrs)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(roster_sync)
+            tg.start_soon(addresses)
 
     async def _remote(
         self,
@@ -395,7 +410,7 @@ class Phone:
         if not (self.home / "roster.signed").exists():
             return out
         from hearth.protocol.transport.addressbook import AddressBook
-        from hearth.protocol.wire.messages import Health, HealthRequest
+        from hearth.protocol.transport.health import ask_health
         from hearth.protocol.wire.roster import Role
 
         host, roster, _keys, _ = self._host()
@@ -414,14 +429,10 @@ class Phone:
                 }
                 try:
                     t0 = time.monotonic()
-                    stream = await host.open(
-                        member.peer_id, "/hearth/health/1", book.get(member.peer_id)
-                    )
-                    await stream.send(HealthRequest())
-                    health = await stream.receive()
+                    health = await ask_health(host, member.peer_id, book.get(member.peer_id))
                     entry["latency_ms"] = round((time.monotonic() - t0) * 1000, 1)
                     entry["reachable"] = True
-                    if isinstance(health, Health) and health.model is not None:
+                    if health.model is not None:
                         entry["model"] = health.model.model_dump()
                 except HearthError as exc:
                     entry["reason"] = f"{exc.code.value}: {exc.message}"

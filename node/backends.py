@@ -171,7 +171,10 @@ class _TextRelay:
         self._loop.run_sync_soon(self._send.close)
 
     def _wake(self) -> None:
-        with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError):
+        # the session may have ended (its receiver gone) while this was scheduled
+        with contextlib.suppress(
+            anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError
+        ):
             self._send.send_nowait(None)
 
     def take(self) -> str:

@@ -19,8 +19,11 @@ from typing import Any
 
 import anyio
 
+from hearth.protocol.transport.addressbook import AddressBook
+from hearth.protocol.transport.health import HEALTH_PROTOCOL
 from hearth.protocol.transport.host import host_for_home, quiet_libp2p
 from hearth.protocol.transport.keys import write_secret
+from hearth.protocol.transport.relay import Relaying
 from hearth.protocol.transport.streams import FrameStream
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import Health, HealthRequest
@@ -33,11 +36,12 @@ from .control import serve_control
 from .metrics import serve_metrics
 from .pairing import Pairing, invite_roles, parse_roles
 from .planner import PLAN_PROTOCOL, Planner, PlannerSettings
+from .relays import Reservations
 from .swarm import Swarm
 
 log = logging.getLogger("hearth.node")
-HEALTH_PROTOCOL = "/hearth/health/1"
 SHUTDOWN_GRACE_S = 3.0
+STATUS_DIAL_S = 2.0
 FLUSH_S = 0.3
 
 
@@ -72,7 +76,12 @@ class Node:
             PlannerSettings(config.plan_ttl_s, config.observation_timeout_s),
         )
         self.pairing = Pairing(
-            self.key, self.roster, self.swarm_keys, self.host.addrs, pairing_listen(config)
+            self.key,
+            self.roster,
+            self.swarm_keys,
+            self.addrs,
+            pairing_listen(config),
+            on_paired=lambda _: self.swarm.changed(),
         )
         self.started = time.time()
         self.host.handle(
@@ -84,6 +93,16 @@ class Node:
         self.swarm = Swarm(
             home, self.key, self.host, self.roster, self.swarm_keys, config.key_grace_s
         )
+        self.relaying = Relaying(self.host, self._relays_for)
+        self.reservations = Reservations(home, self.host, self.roster, self.relaying)
+
+    def addrs(self) -> list[str]:
+        """Where members reach this node: its listeners, then circuits through relays."""
+        return self.host.addrs() + self.reservations.addrs()
+
+    def _relays_for(self, peer: str) -> bool:
+        """Circuit relay v2 hop: only with the `relay` role, only for members."""
+        return Role.RELAY in self.roster.roles_of(self.host.peer_id) and self.roster.admits(peer)
 
     def health(self) -> Health:
         return Health(
@@ -95,6 +114,7 @@ class Node:
             queue=self.admission.stats.queued,
             capacity=self.config.max_sessions,
             version=version("hearth"),
+            addrs=self.addrs(),
         )
 
     async def _health(self, stream: FrameStream) -> None:
@@ -104,33 +124,65 @@ class Node:
                 raise HearthError(ErrorCode.PROTOCOL_ERROR, "expected a health_request")
             await stream.send(self.health())
 
-    def status(self) -> dict[str, Any]:
+    async def status(self) -> dict[str, Any]:
         health = self.health()
+        peers = [m for m in self.roster.roster.members if m.peer_id != self.host.peer_id]
+        reasons: dict[str, str] = {}
+        async with anyio.create_task_group() as tg:
+            for member in peers:
+                tg.start_soon(self._reason, member.peer_id, reasons)
         return {
             "peer_id": self.host.peer_id,
-            "addrs": self.host.addrs(),
+            "addrs": health.addrs,
             "running": True,
             "model": health.model.model_dump() if health.model else None,
             "sessions": health.sessions,
             "queue": health.queue,
             "admission": self.admission.summary(),
             "roles": health.roles,
+            "relays": {
+                relay: {"circuits": self.reservations.circuits.get(relay, [])}
+                | (
+                    {"problem": self.reservations.problems[relay]}
+                    if relay in self.reservations.problems
+                    else {}
+                )
+                for relay in self.reservations.relays()
+            },
             "peers": [
                 {
                     "peer_id": m.peer_id,
                     "name": m.name,
-                    "reachable": self.host.connected(m.peer_id),
-                    "reason": "" if self.host.connected(m.peer_id) else "not connected",
+                    "roles": sorted(m.roles),
+                    "reachable": not reasons[m.peer_id],
+                    "reason": reasons[m.peer_id],
                 }
-                for m in self.roster.roster.members
-                if m.peer_id != self.host.peer_id
+                for m in peers
             ],
         }
+
+    async def _reason(self, peer: str, out: dict[str, str]) -> None:
+        """Why `peer` is unreachable from here ("" when it is reachable)."""
+        problem = self.reservations.problems.get(peer)
+        if problem:
+            out[peer] = problem
+            return
+        if self.host.connected(peer):
+            out[peer] = ""
+            return
+        if Role.PHONE in self.roster.roster.member(peer).roles:  # type: ignore[union-attr]
+            out[peer] = "not connected (phones dial in; nothing dials a phone)"
+            return
+        try:
+            await self.host.connect(peer, AddressBook(self.home).get(peer), STATUS_DIAL_S)
+            out[peer] = ""
+        except HearthError as exc:
+            out[peer] = f"{exc.code.value}: {exc.message}"
 
     async def control(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request.get("op")
         if op == "status":
-            return self.status()
+            return await self.status()
         if op in ("grant", "deny"):
             role = parse_roles(request["role"])
             if len(role) != 1:
@@ -161,10 +213,17 @@ class Node:
         }
 
     async def run(self, ready_file: Path | None) -> None:
-        async with anyio.create_task_group() as tg, self.host.run(self.config.listen):
+        async with (
+            anyio.create_task_group() as tg,
+            self.host.run(self.config.listen),
+            self.relaying.run(),
+        ):
             await tg.start(serve_control, self.home, self.control)
             tg.start_soon(self.pairing.run)
             tg.start_soon(self.swarm.catch_up)
+            tg.start_soon(self.swarm.renew)
+            tg.start_soon(self.swarm.push_changes)
+            tg.start_soon(self.reservations.run)
             if self.config.metrics_port:
                 await tg.start(serve_metrics, self.config.metrics_port, self.metrics)
             if self.config.mdns:

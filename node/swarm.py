@@ -30,6 +30,8 @@ from hearth.protocol.wire.messages import RosterPull, RosterUpdate, SwarmKeyRota
 from hearth.protocol.wire.roster import Role
 
 log = logging.getLogger("hearth.swarm")
+CATCH_UP_MAX_WAIT_S = 30.0
+RENEW_CHECK_S = 3600.0
 
 
 class Swarm:
@@ -50,7 +52,18 @@ class Swarm:
         self.roster = roster
         self.keys = keys
         self.grace_s = grace_s
+        self._changed = anyio.Event()
         host.handle(ROSTER_PROTOCOL, self.serve)
+
+    def changed(self) -> None:
+        """The roster changed outside this class (a pairing): push it soon."""
+        self._changed.set()
+
+    async def push_changes(self) -> None:
+        while True:
+            await self._changed.wait()
+            self._changed = anyio.Event()
+            await self.push()
 
     @property
     def founder(self) -> bool:
@@ -75,17 +88,31 @@ class Swarm:
         )
 
     async def catch_up(self) -> None:
-        """A member's start: pull from the founder (a failure is logged, not fatal)."""
+        """A member's start: pull from the founder, retrying (with backoff) until it
+        answers; the connection it leaves open lets the founder reach this node."""
         if self.founder:
             return
         founder = self.roster.roster.founder
-        try:
-            stream = await self.host.open(
-                founder, ROSTER_PROTOCOL, AddressBook(self.home).get(founder)
-            )
-            await pull(stream, self.home, self.roster, self.keys)
-        except HearthError as exc:
-            log.warning("could not pull the roster from the founder: %s", exc.message)
+        wait = 1.0
+        while True:
+            try:
+                stream = await self.host.open(
+                    founder, ROSTER_PROTOCOL, AddressBook(self.home).get(founder)
+                )
+                await pull(stream, self.home, self.roster, self.keys)
+                return
+            except HearthError as exc:
+                log.warning("could not pull the roster from the founder: %s", exc.message)
+            await anyio.sleep(wait)
+            wait = min(wait * 2, CATCH_UP_MAX_WAIT_S)
+
+    async def renew(self) -> None:
+        """The founder's re-signing: a fresh `not_after` well before the old one passes."""
+        while True:
+            if self.founder and self.roster.renew_if_due(time.time()) is not None:
+                log.info("roster re-signed as version %d", self.roster.roster.version)
+                await self.push()
+            await anyio.sleep(RENEW_CHECK_S)
 
     def _founder_only(self) -> None:
         if not self.founder:

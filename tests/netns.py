@@ -93,3 +93,71 @@ def linked_namespaces(subnet: int = 231) -> Iterator[Link]:
     finally:
         for ns in (link.a, link.b):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
+
+
+@dataclass
+class Chain:
+    """Three namespaces in a row, phone — friend — home: the friend reaches both, and
+    phone and home reach each other only while `route_through_friend` is in force."""
+
+    phone: str
+    friend: str
+    home: str
+    phone_addr: str  # on the phone-friend link
+    friend_phone_side: str
+    friend_home_side: str
+    home_addr: str  # on the friend-home link
+
+    def exec_in(self, ns: str) -> list[str]:
+        return ["ip", "netns", "exec", ns]
+
+    @contextmanager
+    def route_through_friend(self) -> Iterator[None]:
+        """A routed path phone ↔ home through the friend (as on a home LAN), removed after."""
+        sh(*self.exec_in(self.friend), "sysctl", "-qw", "net.ipv4.ip_forward=1")
+        routes = (
+            (self.phone, self.home_addr, self.friend_phone_side),
+            (self.home, self.phone_addr, self.friend_home_side),
+        )
+        for ns, dest, via in routes:
+            sh(*self.exec_in(ns), "ip", "route", "add", f"{dest}/32", "via", via)
+        try:
+            yield
+        finally:
+            for ns, dest, _via in routes:
+                subprocess.run([*self.exec_in(ns), "ip", "route", "del", f"{dest}/32"], timeout=30)
+            sh(*self.exec_in(self.friend), "sysctl", "-qw", "net.ipv4.ip_forward=0")
+
+
+@contextmanager
+def chained_namespaces(subnet: int = 236) -> Iterator[Chain]:
+    tag = secrets.token_hex(3)
+    chain = Chain(
+        phone=f"hearth-p-{tag}",
+        friend=f"hearth-f-{tag}",
+        home=f"hearth-h-{tag}",
+        phone_addr=f"10.{subnet}.1.1",
+        friend_phone_side=f"10.{subnet}.1.2",
+        friend_home_side=f"10.{subnet}.2.1",
+        home_addr=f"10.{subnet}.2.2",
+    )
+    links = (
+        (chain.phone, chain.phone_addr, chain.friend, chain.friend_phone_side),
+        (chain.friend, chain.friend_home_side, chain.home, chain.home_addr),
+    )
+    try:
+        for ns in (chain.phone, chain.friend, chain.home):
+            sh("ip", "netns", "add", ns)
+            sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+        sh("ip", "netns", "exec", chain.friend, "sysctl", "-qw", "net.ipv4.ip_forward=0")
+        for i, (ns_a, addr_a, ns_b, addr_b) in enumerate(links):
+            dev_a, dev_b = f"c{i}a{tag}", f"c{i}b{tag}"
+            sh("ip", "link", "add", dev_a, "netns", ns_a, "type", "veth", "peer", "name", dev_b,
+               "netns", ns_b)  # fmt: skip
+            for ns, dev, addr in ((ns_a, dev_a, addr_a), (ns_b, dev_b, addr_b)):
+                sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{addr}/24", "dev", dev)
+                sh("ip", "netns", "exec", ns, "ip", "link", "set", dev, "up")
+        yield chain
+    finally:
+        for ns in (chain.phone, chain.friend, chain.home):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)

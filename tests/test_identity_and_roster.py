@@ -135,3 +135,17 @@ def test_roster_changes_bump_the_version() -> None:
     assert removed.member("12D3KooWx") is None
     with pytest.raises(HearthError):
         removed.without("12D3KooWx", now=NOW, ttl=60)
+
+
+def test_the_founder_re_signs_the_roster_before_it_expires(tmp_path) -> None:
+    from hearth.protocol.transport.membership import ROSTER_TTL, RosterHolder, found_swarm
+
+    issued = 1_000_000.0
+    found_swarm(tmp_path, "home", now=issued)
+    holder = RosterHolder(tmp_path)
+    assert holder.renew_if_due(issued + ROSTER_TTL / 2) is None  # two thirds of its life left
+    late = issued + ROSTER_TTL * 0.7
+    renewed = holder.renew_if_due(late)
+    assert renewed is not None and renewed.version == 2 and renewed.not_after == late + ROSTER_TTL
+    assert renewed.members == holder.roster.members
+    assert RosterHolder(tmp_path).roster.version == 2  # stored, signed by the founder

@@ -130,3 +130,49 @@ def test_only_the_founder_may_push_a_roster(processes, tmp_path) -> None:
             return info.value
 
     assert trio.run(push).code is ErrorCode.REFUSED
+
+
+def test_three_nodes_converge_after_concurrent_changes(processes, tmp_path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    founder = start_node(processes, tmp_path / "home")
+    friends = []
+    for name in ("a", "b"):
+        uri = founder.invite("--role", "friend", "--grant", "relay")
+        joined = json.loads(subprocess_join(tmp_path / name, uri))
+        friends.append((joined["peer_id"], start_node(processes, tmp_path / name)))
+    (a, node_a), (b, node_b) = friends
+    wait_until(lambda: all(p["reachable"] for p in founder.status()["peers"]), "friends connect")
+    home = str(founder.home)
+    changes = [
+        ("roster", "grant", a, "planner", "--home", home),
+        ("roster", "grant", b, "search-exit", "--home", home),
+        ("roster", "deny", a, "relay", "--home", home),
+        ("roster", "grant", b, "search-relay", "--home", home),
+    ]
+    with ThreadPoolExecutor(len(changes) + 1) as pool:
+        done = list(pool.map(lambda args: node_json(*args), changes))
+        phone = pool.submit(pair_phone, tmp_path / "phone", founder.invite()).result()
+    assert len({d["version"] for d in done}) == len(done)  # each change its own version
+
+    def rosters() -> list[dict]:
+        return [node_json("roster", "--home", str(n.home)) for n in (founder, node_a, node_b)]
+
+    converged = wait_until(
+        lambda: (r := rosters())[0]["version"] == r[1]["version"] == r[2]["version"] and r,
+        "every member to hold the newest roster",
+    )
+    roles = {m["peer_id"]: m["roles"] for m in converged[0]["members"]}
+    assert roles[a] == ["planner"]
+    assert roles[b] == ["relay", "search-exit", "search-relay"]
+    assert phone.key is not None and len(roles) == 4
+    assert converged[0] == converged[1] == converged[2]
+
+
+def wait_until(predicate, what: str, timeout: float = 30.0):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")

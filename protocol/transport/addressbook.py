@@ -22,6 +22,11 @@ class AddressBook:
     def get(self, peer_id: str) -> list[str]:
         return list(self.entries.get(peer_id, []))
 
+    def add(self, peer_id: str, addrs: list[str]) -> None:
+        """Append addresses learned for `peer_id` (after those known to work)."""
+        known = self.entries.get(peer_id, [])
+        self.remember(peer_id, known + [a for a in addrs if a not in known])
+
     def remember(self, peer_id: str, addrs: list[str]) -> None:
         """Put `addrs` first for `peer_id` (they just worked, or were just learned)."""
         known = [a for a in self.entries.get(peer_id, []) if a not in addrs]

@@ -14,7 +14,7 @@ from libp2p.peer.id import ID
 from libp2p.security.exceptions import HandshakeFailure
 from libp2p.security.noise.transport import Transport as NoiseTransport
 
-from .pnet import PnetConn
+from .pnet import StampedConn
 
 Admit = Callable[[str], bool]
 
@@ -27,10 +27,10 @@ class Liveness:
     """When bytes last arrived from each peer, over any of its connections."""
 
     def __init__(self) -> None:
-        self._conns: dict[str, weakref.WeakSet[PnetConn]] = {}
+        self._conns: dict[str, weakref.WeakSet[StampedConn]] = {}
 
     def track(self, peer_id: str, conn: IRawConnection) -> None:
-        if isinstance(conn, PnetConn):
+        if isinstance(conn, StampedConn):
             self._conns.setdefault(peer_id, weakref.WeakSet()).add(conn)
 
     def last_rx(self, peer_id: str) -> float | None:

@@ -28,6 +28,7 @@ from libp2p.network.config import ConnectionConfig, RetryConfig
 from libp2p.network.exceptions import SwarmDialAllFailedError
 from libp2p.peer.id import ID
 from libp2p.peer.peerinfo import PeerInfo
+from libp2p.relay.circuit_v2.transport import CircuitV2Transport
 from libp2p.security.noise.transport import PROTOCOL_ID as NOISE_PROTOCOL_ID
 from libp2p.transport.exceptions import OpenConnectionError
 from multiaddr import Multiaddr
@@ -36,16 +37,18 @@ from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.frames import DEFAULT_MAX_FRAME
 from hearth.protocol.wire.messages import error_frame
 
+from .circuits import dialer, is_circuit, relay_of
 from .gate import Admit, GatedNoise, Liveness, NotAdmitted
 from .keys import SwarmKeys, load_identity
 from .membership import RosterHolder
-from .pnet import KeyMismatch, KeyRing, install_protector
+from .pnet import KeyMismatch, KeyRing, StampedConn, install_protector
 from .streams import FrameStream
 from .taskgroups import leaves, single_error
 
 log = logging.getLogger("hearth.transport")
 StreamHandler = Callable[[FrameStream], Awaitable[None]]
 DEFAULT_CONNECT_TIMEOUT = 5.0
+DIRECT_FIRST_S = 2.0  # with a relayed path known, how long a direct dial may take
 
 
 def quiet_libp2p() -> None:
@@ -121,6 +124,7 @@ class HearthHost:
         self.admit = admit
         self.max_frame = max_frame
         self.peer_id = str(self.host.get_id())
+        self._dialer: CircuitV2Transport | None = None
 
     @contextlib.asynccontextmanager
     async def run(self, listen: list[str]) -> AsyncIterator[HearthHost]:
@@ -179,7 +183,33 @@ class HearthHost:
     async def connect(
         self, peer_id: str, addrs: list[str], timeout: float = DEFAULT_CONNECT_TIMEOUT
     ) -> None:
-        """Connect to `peer_id` at any of `addrs`; errors carry Hearth codes."""
+        """Connect to `peer_id` at any of `addrs`; errors carry Hearth codes. Direct
+        addresses are tried first; circuit addresses (through a relay) when they fail."""
+        relayed = [a for a in addrs if is_circuit(a)]
+        direct = [a for a in addrs if not is_circuit(a)]
+        if not relayed:
+            return await self._connect_direct(peer_id, direct, timeout)
+        failed: HearthError | None = None
+        if direct:
+            try:
+                return await self._connect_direct(peer_id, direct, min(timeout, DIRECT_FIRST_S))
+            except HearthError as exc:
+                if exc.code is ErrorCode.REFUSED:  # the peer itself said no: so would a relay
+                    raise
+                failed = exc
+        for circuit in relayed:
+            try:
+                return await self._connect_relayed(peer_id, circuit, timeout)
+            except HearthError as exc:
+                failed = (
+                    exc
+                    if failed is None
+                    else HearthError(exc.code, f"{failed.message}; through a relay: {exc.message}")
+                )
+        assert failed is not None
+        raise failed
+
+    async def _connect_direct(self, peer_id: str, addrs: list[str], timeout: float) -> None:
         pid = ID.from_base58(peer_id)
         if not addrs and not self.host.get_network().get_connections(pid):
             raise HearthError(ErrorCode.UNREACHABLE, f"no known address for {peer_id}")
@@ -203,6 +233,35 @@ class HearthHost:
                     ErrorCode.REFUSED,
                     f"{peer_id}: swarm key mismatch suspected (if this device missed a "
                     "key rotation after a revocation, pair it again)",
+                ) from exc
+            raise classify_dial_error(peer_id, exc) from exc
+
+    async def _connect_relayed(self, peer_id: str, circuit: str, timeout: float) -> None:
+        relay, relay_addr = relay_of(circuit)
+        if not self.connected(relay):
+            await self._connect_direct(relay, [relay_addr], timeout)
+        if self._dialer is None:
+            self._dialer = dialer(self.host)
+        try:
+            with trio.fail_after(timeout):
+                raw = await self._dialer.dial_peer_info(
+                    PeerInfo(ID.from_base58(peer_id), [Multiaddr(circuit)]),
+                    relay_info=PeerInfo(ID.from_base58(relay), [Multiaddr(relay_addr)]),
+                )
+                # stamped for keepalive (py-libp2p gives an outbound circuit no pnet hook)
+                await self.host.upgrade_outbound_connection(
+                    StampedConn(raw), ID.from_base58(peer_id)
+                )
+        except trio.TooSlowError as exc:
+            raise HearthError(
+                ErrorCode.TIMED_OUT, f"connecting to {peer_id} through relay {relay} timed out"
+            ) from exc
+        except Exception as exc:
+            text = " | ".join(str(e) for e in _chain(exc))
+            if "NO_RESERVATION" in text or "status code" in text:
+                raise HearthError(
+                    ErrorCode.UNREACHABLE,
+                    f"relay {relay} holds no reservation for {peer_id} (is it running?)",
                 ) from exc
             raise classify_dial_error(peer_id, exc) from exc
 

@@ -94,6 +94,13 @@ class RosterHolder:
             raise HearthError(ErrorCode.INVALID_INPUT, f"{peer_id} is not on the roster")
         return self.add(member.model_copy(update={"roles": roles}))
 
+    def renew_if_due(self, now: float) -> Roster | None:
+        """Founder only: re-sign the roster (same members) once a third of its life is
+        left, so that no member ever holds an expired one; None when not yet due."""
+        if self.roster.not_after - now > ROSTER_TTL / 3:
+            return None
+        return self._sign_next(self.roster.renewed(now=now, ttl=ROSTER_TTL))
+
     def _sign_next(self, roster: Roster) -> Roster:
         signed = sign_roster(roster, load_identity(self.home))
         save_roster(self.home, signed, roster.founder)

@@ -36,12 +36,43 @@ class KeyMismatch(RawConnError):
     """The peer does not hold a swarm key we accept (or closed on ours)."""
 
 
-class PnetConn(RawConnection):
+class StampedConn(RawConnection):
+    """A raw connection that records when bytes last arrived (for keepalive). Used as
+    is for a connection through a circuit relay: that one already runs inside the
+    relay link's private network, so it gets no second pnet layer."""
+
+    def __init__(self, conn: IRawConnection) -> None:
+        self._conn = conn
+        self.is_initiator = conn.is_initiator
+        self.last_rx = time.monotonic()
+
+    async def write(self, data: bytes) -> None:
+        await self._conn.write(data)
+
+    async def read(self, n: int | None = None) -> bytes:
+        data = await self._conn.read(n)
+        if data:
+            self.last_rx = time.monotonic()
+        return data
+
+    async def close(self) -> None:
+        await self._conn.close()
+
+    def get_remote_address(self) -> tuple[str, int] | None:
+        return self._conn.get_remote_address()
+
+    def get_transport_addresses(self) -> Any:
+        return self._conn.get_transport_addresses()
+
+    def get_connection_type(self) -> Any:
+        return self._conn.get_connection_type()
+
+
+class PnetConn(StampedConn):
     """A raw connection encrypted with a swarm key; records when bytes last arrived."""
 
     def __init__(self, conn: IRawConnection, ring: KeyRing) -> None:
-        self._conn = conn
-        self.is_initiator = conn.is_initiator
+        super().__init__(conn)
         self._ring = ring
         self._remote = conn.get_remote_address()  # kept: a reset socket no longer says
         self._key: bytes | None = ring.keys()[0] if conn.is_initiator else None
@@ -51,7 +82,6 @@ class PnetConn(RawConnection):
         self._nonce_sent = False
         self._pending = b""
         self._handshake = trio.Lock()
-        self.last_rx = time.monotonic()
 
     async def write(self, data: bytes) -> None:
         if self._writer is None:
@@ -138,18 +168,6 @@ class PnetConn(RawConnection):
         self.last_rx = time.monotonic()
         return buf
 
-    async def close(self) -> None:
-        await self._conn.close()
-
-    def get_remote_address(self) -> tuple[str, int] | None:
-        return self._conn.get_remote_address()
-
-    def get_transport_addresses(self) -> Any:
-        return self._conn.get_transport_addresses()
-
-    def get_connection_type(self) -> Any:
-        return self._conn.get_connection_type()
-
 
 class KeyRing:
     """What the swarm's `psk` slot holds for a Hearth host: the keys accepted now,
@@ -197,9 +215,18 @@ def install_protector() -> None:
         return
 
     def protect(conn: Any, psk: Any) -> Any:
+        if _relayed(conn):  # inside a circuit: the relay's own link is already protected
+            return StampedConn(conn)
         if isinstance(psk, KeyRing):
             return PnetConn(conn, psk)
         return original(conn, psk)
 
     protect._hearth = True  # type: ignore[attr-defined]
     swarm_module.new_protected_conn = protect  # type: ignore[assignment]
+
+
+def _relayed(conn: Any) -> bool:
+    from libp2p.connection_types import ConnectionType
+
+    kind = getattr(conn, "get_connection_type", None)
+    return kind is not None and kind() is ConnectionType.RELAYED

@@ -24,12 +24,11 @@ from hearth.protocol.wire.identity import peer_id_of
 from hearth.protocol.wire.messages import Health, HealthRequest
 from hearth.protocol.wire.roster import Member, Role
 
+from .health import HEALTH_PROTOCOL
 from .host import host_for_home, quiet_libp2p
 from .keepalive import watch
 from .keys import SwarmKeys, create_identity
 from .membership import RosterHolder, found_swarm
-
-HEALTH_PROTOCOL = "/hearth/health/1"
 
 
 def say(**event: object) -> None:

@@ -242,6 +242,8 @@ class Health(Message):
     queue: Annotated[int, Field(ge=0)] = 0
     capacity: Annotated[int, Field(ge=0)] = 0
     version: str = ""
+    addrs: Annotated[list[str], Field(max_length=64)] = Field(default_factory=list)
+    """Where the node listens, then circuit addresses through its relays."""
 
 
 class PairRequest(Message):

@@ -86,6 +86,10 @@ class Roster(Model):
             raise HearthError(ErrorCode.INVALID_INPUT, f"{peer_id} is not on the roster")
         return self._next(tuple(m for m in self.members if m.peer_id != peer_id), now=now, ttl=ttl)
 
+    def renewed(self, *, now: float, ttl: float) -> Roster:
+        """The next version, same members, with a fresh `not_after`."""
+        return self._next(self.members, now=now, ttl=ttl)
+
     def _next(self, members: tuple[Member, ...], *, now: float, ttl: float) -> Roster:
         return Roster(
             version=self.version + 1,
