@@ -1,6 +1,6 @@
 """Every benchmark, one command: `.venv/bin/python bench/run.py [--quick]`.
 
-Runs bench/connect.py, offload.py, system.py and load.py (each in temporary homes on
+Runs bench/connect.py, offload.py, system.py, load.py and swarm.py (each in temporary homes on
 loopback, each against its reference in the same run), then prints one table and
 writes bench/results/all.json with the machine it ran on.
 """
@@ -52,6 +52,7 @@ def main() -> None:
         "offload.py": ["--runs", "8" if args.quick else "20"],
         "system.py": ["--runs", "3" if args.quick else "5"],
         "load.py": ["--phones", "1,4,16" if args.quick else "1,4,16,64"],
+        "swarm.py": ["--runs", "8" if args.quick else "20"],
     }
     for script, extra in runs.items():
         Console(stderr=True).print(f"[dim]running {script}…[/]")
@@ -162,6 +163,22 @@ def main() -> None:
                 f"{ours['errors'].get('busy', 0)})",
             )
         )
+    swarm = json.loads((RESULTS / "swarm.json").read_text())
+    for name, what in (
+        ("connect through a relay friend", "plain py-libp2p direct dial + first stream"),
+        ("search 2 hops", "direct FTS5 query on the same index"),
+        ("search 3 hops", "direct FTS5 query on the same index"),
+    ):
+        row = swarm[name]
+        rows.append(
+            (
+                f"{name} (ms)",
+                row["hearth"]["median"],
+                row["reference"]["median"],
+                row["ratio"],
+                what,
+            )
+        )
     pair = system["pairing: invite → pair complete (whole command), s"]
     rows.append(("pairing: invite → pair complete (s)", pair["hearth"], None, None, "—"))
     table = Table(title="Hearth benchmarks (medians; ratio = Hearth / reference)")
@@ -197,6 +214,7 @@ def main() -> None:
                 "offload": offload,
                 "system": system,
                 "load": load,
+                "swarm": swarm,
             },
             indent=2,
         )

@@ -260,6 +260,35 @@ def status(home: HomeOption = None, as_json: JsonOption = False) -> None:
         emit(as_json, payload, render)
 
 
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What to search for.")],
+    hops: Annotated[int, typer.Option(help="2 (relay, exit) or 3 (two relays, exit).")] = 2,
+    limit: Annotated[int, typer.Option(min=1, max=50, help="Most results wanted.")] = 10,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """A private web search routed through friends' nodes (results are untrusted)."""
+    import trio
+
+    from hearth.companion.confirm import Scripted
+    from hearth.companion.phone import Phone
+
+    with reporting(as_json):
+        phone = Phone(_home(home), Scripted(None))
+        payload = trio.run(phone.search, query, hops, limit)
+
+        def render() -> None:
+            for r in payload["results"]:
+                typer.echo(f"{r['title']}\n  {r['url']}\n  {r['snippet']}\n")
+            typer.echo(
+                f"{len(payload['results'])} result(s) over {payload['hops']} hops (untrusted)"
+                + (", truncated" if payload["truncated"] else "")
+            )
+
+        emit(as_json, payload, render)
+
+
 @models_app.command("make-tiny")
 def make_tiny(
     directory: Annotated[Path, typer.Argument(help="Where to write the two GGUF files.")],

@@ -404,6 +404,40 @@ class Phone:
             )
         )
 
+    async def search(self, query: str, hops: int = 2, limit: int = 10) -> dict[str, Any]:
+        """`hearth search`: a peer-routed search; onion keys come from the home node."""
+        from hearth.protocol.transport.addressbook import AddressBook
+        from hearth.search.onion import Directory
+        from hearth.search.route import pull_directory, search
+
+        if not (self.home / "roster.signed").exists():
+            raise HearthError(ErrorCode.INVALID_INPUT, "not paired: run `hearth pair URI`")
+        host, roster, keys, _ = self._host()
+        node = roster.roster.founder
+        directory = Directory()
+        async with host.run([]):
+            await self._connect(host, node, keys)
+            await self._sync(host, node, roster, keys)
+            await pull_directory(
+                host, node, directory, roster.roster, AddressBook(self.home).get(node)
+            )
+            outcome = await search(
+                host,
+                directory.usable(roster.roster, time.time()),
+                roster.roster,
+                own_node=node,
+                query=query,
+                hops=hops,
+                limit=limit,
+            )
+        return {
+            "query": query,
+            "hops": outcome.hops,
+            "results": [{**r.__dict__, "untrusted": True} for r in outcome.results],
+            "truncated": outcome.truncated,
+            "attempts": outcome.attempts,
+        }
+
     async def status(self) -> dict[str, Any]:
         """`hearth status --json`: the paired nodes, reachable or not and why."""
         out: dict[str, Any] = {"peer_id": self.peer_id, "nodes": []}

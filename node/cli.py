@@ -14,6 +14,9 @@ app = typer.Typer(
     help="Hearth home node: your always-on planner, relay and search exit.", no_args_is_help=True
 )
 
+index_app = typer.Typer(help="This node's local search index (what it answers as an exit).")
+app.add_typer(index_app, name="index")
+
 HomeOption = Annotated[
     Path | None, typer.Option("--home", help="State directory (env HEARTH_NODE_HOME).")
 ]
@@ -296,6 +299,28 @@ def status(home: HomeOption = None, as_json: JsonOption = False) -> None:
             console.print(table)
 
         emit(as_json, payload, render)
+
+
+@index_app.command("add")
+def index_add(
+    paths: Annotated[
+        list[Path], typer.Argument(help="Text, Markdown or HTML files, or directories.")
+    ],
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Add documents to this node's local full-text search index."""
+    from hearth.search.index import INDEX_FILE, FtsIndex
+
+    with reporting(as_json):
+        index = FtsIndex(_home(home) / INDEX_FILE)
+        added = index.add(paths)
+        payload = {"added": added, "documents": index.count(), "index": str(index.path)}
+        emit(
+            as_json,
+            payload,
+            lambda: typer.echo(f"indexed {added} document(s); {payload['documents']} in all"),
+        )
 
 
 def parse_duration(text: str) -> float:

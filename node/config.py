@@ -7,7 +7,7 @@ A bad file is `invalid_input` (exit 9) naming the field; command-line flags of
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -37,6 +37,9 @@ class NodeConfig(BaseModel):
     metrics_port: Annotated[int, Field(ge=0, le=65535)] = 0
     keepalive_s: Annotated[float, Field(ge=1, le=60)] = 3.0
     key_grace_s: Annotated[float, Field(ge=0, le=30 * 86400)] = 86400.0
+    search_backend: Literal["index", "searxng"] = "index"  # what this node answers as an exit
+    searxng_url: str = ""
+    search_view_log: str = ""  # opt-in audit: what this exit decrypted from each request
 
 
 def pairing_listen(config: NodeConfig) -> str:

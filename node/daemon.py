@@ -37,6 +37,7 @@ from .metrics import serve_metrics
 from .pairing import Pairing, invite_roles, parse_roles
 from .planner import PLAN_PROTOCOL, Planner, PlannerSettings
 from .relays import Reservations
+from .search import SearchService, WebSearchTool, search_backend
 from .swarm import Swarm
 
 log = logging.getLogger("hearth.node")
@@ -93,6 +94,15 @@ class Node:
         self.swarm = Swarm(
             home, self.key, self.host, self.roster, self.swarm_keys, config.key_grace_s
         )
+        self.search = SearchService(
+            self.key,
+            self.host,
+            self.roster,
+            self.addrs,
+            search_backend(home, config),
+            Path(config.search_view_log) if config.search_view_log else None,
+        )
+        self.planner.node_tools["web_search"] = WebSearchTool(self.search)
         self.relaying = Relaying(self.host, self._relays_for)
         self.reservations = Reservations(home, self.host, self.roster, self.relaying)
 
@@ -139,6 +149,7 @@ class Node:
             "sessions": health.sessions,
             "queue": health.queue,
             "admission": self.admission.summary(),
+            "search": self.search.status(),
             "roles": health.roles,
             "relays": {
                 relay: {"circuits": self.reservations.circuits.get(relay, [])}
@@ -224,6 +235,7 @@ class Node:
             tg.start_soon(self.swarm.renew)
             tg.start_soon(self.swarm.push_changes)
             tg.start_soon(self.reservations.run)
+            tg.start_soon(self.search.gossip)
             if self.config.metrics_port:
                 await tg.start(serve_metrics, self.config.metrics_port, self.metrics)
             if self.config.mdns:

@@ -16,7 +16,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import msgpack
@@ -43,6 +43,8 @@ from hearth.protocol.wire.messages import (
     Progress,
     Signed,
     Token,
+    ToolSpec,
+    UntrustedInput,
     error_frame,
 )
 from hearth.protocol.wire.session import ENDED, PlanSession, Side
@@ -53,6 +55,16 @@ from .backends import Backend, Conversation
 log = logging.getLogger("hearth.planner")
 PLAN_PROTOCOL = "/hearth/plan/1"
 REQUEST_TIMEOUT_S = 30.0
+
+
+class NodeTool(Protocol):
+    """A tool the node runs itself while planning (`web_search`); never a phone tool."""
+
+    spec: ToolSpec
+
+    def available(self) -> bool: ...
+
+    async def run(self, arguments: dict[str, Any]) -> tuple[Any, UntrustedInput | None]: ...
 
 
 @dataclass
@@ -84,6 +96,7 @@ class Planner:
         self.settings = settings
         self.sessions = 0
         self.shutdown = anyio.Event()
+        self.node_tools: dict[str, NodeTool] = {}
 
     async def serve(self, stream: FrameStream) -> None:
         """One plan session on `stream` (the handler of `/hearth/plan/1`)."""
@@ -196,11 +209,19 @@ class _Session:
     async def _rounds(
         self, request: PlanRequest, backend: Backend, schemas: dict[str, dict[str, Any]]
     ) -> None:
+        node_tools = {
+            name: tool
+            for name, tool in self.planner.node_tools.items()
+            if name not in schemas and tool.available()
+        }
+        tools = [*request.tools, *(t.spec for t in node_tools.values())]
+        schemas = {t.function.name: dict(t.function.parameters) for t in tools}
         conv = Conversation(
             messages=[m.model_dump(exclude_none=True) for m in request.conversation],
-            tools=[t.model_dump() for t in request.tools],
+            tools=[t.model_dump() for t in tools],
             thinking=request.thinking,
         )
+        untrusted: list[UntrustedInput] = []
         steps_left = request.limits.max_steps
         for round_no in range(1, request.limits.max_rounds + 1):
             last = round_no == request.limits.max_rounds or steps_left == 0
@@ -234,13 +255,23 @@ class _Session:
                 )
                 return
             steps_left -= len(parsed.calls)
+            for i, call in enumerate((c for c in parsed.calls if c.name in node_tools), 1):
+                content, source = await node_tools[call.name].run(call.arguments)
+                untrusted += [source] if source is not None else []
+                conv.messages.append(
+                    {"role": "tool", "tool_call_id": f"n{i}", "content": json.dumps(content)}
+                )
+            phone_calls = [c for c in parsed.calls if c.name not in node_tools]
+            if not phone_calls:  # the node's own tools answered: plan on
+                continue
             plan = await self._send_plan(
                 request,
                 round_no,
                 [
                     PlanStep(id=f"s{i}", tool=c.name, arguments=c.arguments)
-                    for i, c in enumerate(parsed.calls, 1)
+                    for i, c in enumerate(phone_calls, 1)
                 ],
+                untrusted,
             )
             observed = await self._next(self.planner.settings.observation_timeout_s, "observations")
             assert isinstance(observed, Observations)
@@ -254,7 +285,13 @@ class _Session:
                     {"role": "tool", "tool_call_id": obs.step_id, "content": json.dumps(content)}
                 )
 
-    async def _send_plan(self, request: PlanRequest, round_no: int, steps: list[PlanStep]) -> Plan:
+    async def _send_plan(
+        self,
+        request: PlanRequest,
+        round_no: int,
+        steps: list[PlanStep],
+        untrusted: list[UntrustedInput],
+    ) -> Plan:
         assert self.session.request_hash is not None
         now = time.time()
         plan = Plan(
@@ -269,6 +306,7 @@ class _Session:
             issued_at=now,
             expires_at=now + self.planner.settings.plan_ttl_s,
             steps=steps,
+            untrusted_inputs=untrusted,
         )
         await self.send(
             ActionPlan(request_id=request.request_id, plan=sign_plan(plan, self.planner.key))

@@ -107,5 +107,14 @@ MESSAGES = {
         previous_valid_until=st.floats(0, 1e10),
         roster_version=st.integers(1, 99),
     ),
+    m.OnionKeysRequest: st.builds(m.OnionKeysRequest),
+    m.OnionKeys: st.builds(
+        m.OnionKeys,
+        announcements=st.lists(
+            st.builds(m.SignedAnnouncement, peer_id=ids, signed=signed), max_size=3
+        ),
+    ),
+    m.SearchPacket: st.builds(m.SearchPacket, data=st.binary(max_size=2048)),
+    m.SearchReply: st.builds(m.SearchReply, data=st.binary(max_size=2048)),
 }
 any_message = st.one_of(*MESSAGES.values())

@@ -20,7 +20,7 @@ import trio
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 from libp2p import new_host
-from libp2p.abc import IHost, INetStream
+from libp2p.abc import IHost, INetConn, INetStream, INetwork, INotifee
 from libp2p.crypto.ed25519 import create_new_key_pair
 from libp2p.crypto.x25519 import create_new_key_pair as create_x25519_key_pair
 from libp2p.custom_types import TProtocol
@@ -125,6 +125,7 @@ class HearthHost:
         self.max_frame = max_frame
         self.peer_id = str(self.host.get_id())
         self._dialer: CircuitV2Transport | None = None
+        network.register_notifee(NewestConnectionWins())  # type: ignore[attr-defined]
 
     @contextlib.asynccontextmanager
     async def run(self, listen: list[str]) -> AsyncIterator[HearthHost]:
@@ -302,6 +303,34 @@ class HearthHost:
         """Seconds since bytes last arrived from `peer_id` (None if never connected)."""
         last = self.liveness.last_rx(peer_id)
         return None if last is None else time.monotonic() - last
+
+
+class NewestConnectionWins(INotifee):
+    """A new connection from a peer closes its older ones. A phone has one live path
+    at a time; the old one (say, a circuit the relay has let go of, not yet noticed
+    here) would otherwise shadow the new one, and new streams would fail."""
+
+    async def connected(self, network: INetwork, conn: INetConn) -> None:
+        peer = conn.muxed_conn.peer_id
+        for old in list(network.get_connections(peer)):
+            if old is not conn:
+                with contextlib.suppress(Exception):
+                    await old.close()
+
+    async def opened_stream(self, network: INetwork, stream: INetStream) -> None:
+        pass
+
+    async def closed_stream(self, network: INetwork, stream: INetStream) -> None:
+        pass
+
+    async def disconnected(self, network: INetwork, conn: INetConn) -> None:
+        pass
+
+    async def listen(self, network: INetwork, multiaddr: Multiaddr) -> None:
+        pass
+
+    async def listen_close(self, network: INetwork, multiaddr: Multiaddr) -> None:
+        pass
 
 
 def local_ipv4() -> list[str]:

@@ -13,9 +13,11 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import trio
 from libp2p.abc import INetStream
+from libp2p.network.stream.exceptions import StreamError
 from libp2p.peer.id import ID
 from libp2p.relay.circuit_v2.config import RelayConfig, RelayRole
 from libp2p.relay.circuit_v2.protocol import PROTOCOL_ID as HOP_PROTOCOL
@@ -30,6 +32,45 @@ from .host import HearthHost
 
 log = logging.getLogger("hearth.relay")
 RESERVE_TIMEOUT_S = 5.0
+READ_SIZE = 64 * 1024
+
+
+class _Untracked(dict):  # type: ignore[type-arg]
+    """Stores nothing: see `CircuitRelay`."""
+
+    def __setitem__(self, key: object, value: object) -> None:
+        pass
+
+
+class CircuitRelay(CircuitV2Protocol):
+    """py-libp2p's relay, with each circuit closing only its own streams.
+
+    py-libp2p 0.8.1 files live circuits by destination peer id, and a circuit that
+    ends closes whatever that entry holds: with two circuits to one home (two phones,
+    or a phone reconnecting), the first to end cut the other. Here the table stays
+    empty and each circuit closes its own two streams when either direction ends,
+    at once (not after py-libp2p's read retries).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._active_relays = _Untracked()
+
+    async def _read_stream_with_retry(self, stream: INetStream, *args: Any) -> bytes | None:
+        # py-libp2p retries a half-closed stream for ~1.2 s, holding a dead circuit open
+        try:
+            return await stream.read(READ_SIZE)
+        except StreamError:
+            return None
+
+    async def _relay_data(
+        self, src_stream: INetStream, dst_stream: INetStream, *args: Any, **kwargs: Any
+    ) -> None:
+        try:
+            await super()._relay_data(src_stream, dst_stream, *args, **kwargs)
+        finally:
+            await self._close_stream(src_stream)
+            await self._close_stream(dst_stream)
 
 
 class Relaying:
@@ -38,7 +79,7 @@ class Relaying:
     def __init__(self, host: HearthHost, hop_allowed: Callable[[str], bool]) -> None:
         self.host = host
         self.hop_allowed = hop_allowed
-        self.protocol = CircuitV2Protocol(host.host, allow_hop=True)
+        self.protocol = CircuitRelay(host.host, allow_hop=True)
         self.transport = CircuitV2Transport(
             host.host, self.protocol, RelayConfig(roles=RelayRole.STOP)
         )

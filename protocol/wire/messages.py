@@ -292,6 +292,40 @@ class SwarmKeyRotation(Message):
     roster_version: Annotated[int, Field(ge=1)]
 
 
+class SignedAnnouncement(Model):
+    """A node's onion-key announcement, signed by that node (verify, then decode)."""
+
+    peer_id: Id
+    signed: Signed
+
+
+class OnionKeysRequest(Message):
+    """Member → node on `/hearth/search/1`: the onion-key announcements you hold."""
+
+    TYPE = "onion_keys_request"
+
+
+class OnionKeys(Message):
+    """Onion-key announcements, answered to a request or pushed to the founder."""
+
+    TYPE = "onion_keys"
+    announcements: Annotated[list[SignedAnnouncement], Field(max_length=256)]
+
+
+class SearchPacket(Message):
+    """One onion request packet (its size is checked, and counted, by the hop)."""
+
+    TYPE = "search_packet"
+    data: Annotated[bytes, Field(max_length=64 * 1024)]
+
+
+class SearchReply(Message):
+    """One onion reply (fixed size on every link)."""
+
+    TYPE = "search_reply"
+    data: Annotated[bytes, Field(max_length=64 * 1024)]
+
+
 MESSAGE_TYPES: dict[str, type[Message]] = {
     cls.TYPE: cls
     for cls in (
@@ -310,6 +344,10 @@ MESSAGE_TYPES: dict[str, type[Message]] = {
         RosterUpdate,
         RosterPull,
         SwarmKeyRotation,
+        OnionKeysRequest,
+        OnionKeys,
+        SearchPacket,
+        SearchReply,
     )
 }
 

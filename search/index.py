@@ -1,0 +1,127 @@
+"""The local full-text index (SQLite FTS5, bm25 ranking, snippets), filled by
+`hearth-node index add PATH…` from text, Markdown and HTML files."""
+
+from __future__ import annotations
+
+import html.parser
+import re
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+
+from hearth.protocol.wire.errors import ErrorCode, HearthError
+
+from .packets import Result
+
+INDEX_FILE = "search.sqlite"
+SUFFIXES = {".txt", ".md", ".markdown", ".html", ".htm"}
+MAX_FILE_BYTES = 8 * 1024 * 1024
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS docs (path TEXT PRIMARY KEY, title TEXT, mtime REAL);
+CREATE VIRTUAL TABLE IF NOT EXISTS text USING fts5(path UNINDEXED, title, body,
+    tokenize = 'porter unicode61');
+"""
+
+
+class _HtmlText(html.parser.HTMLParser):
+    """The visible text and the <title> of an HTML page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[str] = []
+        self.title = ""
+        self._skip = 0
+        self._in_title = False
+
+    def handle_starttag(self, tag: str, attrs: object) -> None:
+        self._skip += tag in ("script", "style")
+        self._in_title = tag == "title"
+
+    def handle_endtag(self, tag: str) -> None:
+        self._skip -= tag in ("script", "style") and self._skip > 0
+        self._in_title = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_title:
+            self.title += data.strip()
+        elif not self._skip:
+            self.parts.append(data)
+
+
+def extract(path: Path) -> tuple[str, str]:
+    """(title, text) of one document."""
+    raw = path.read_bytes()[:MAX_FILE_BYTES].decode("utf-8", errors="replace")
+    if path.suffix.lower() in (".html", ".htm"):
+        parser = _HtmlText()
+        parser.feed(raw)
+        text = re.sub(r"\s+", " ", " ".join(parser.parts)).strip()
+        return parser.title or path.stem, text
+    first = next((line for line in raw.splitlines() if line.strip()), path.stem)
+    return first.lstrip("# ").strip()[:200], raw
+
+
+def documents(paths: list[Path]) -> Iterator[Path]:
+    for path in paths:
+        if path.is_dir():
+            yield from (p for p in sorted(path.rglob("*")) if p.suffix.lower() in SUFFIXES)
+        elif path.is_file():
+            yield path
+        else:
+            raise HearthError(ErrorCode.INVALID_INPUT, f"no file or directory at {path}")
+
+
+class FtsIndex:
+    """The node's local index, at `<home>/search.sqlite`."""
+
+    name = "index"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path)
+        db.executescript(_SCHEMA)
+        return db
+
+    def add(self, paths: list[Path]) -> int:
+        """Index (or re-index) the documents under `paths`; returns how many."""
+        count = 0
+        with self._connect() as db:
+            for path in documents(paths):
+                title, body = extract(path)
+                key = str(path.resolve())
+                db.execute("DELETE FROM text WHERE path = ?", (key,))
+                db.execute(
+                    "INSERT INTO text (path, title, body) VALUES (?, ?, ?)", (key, title, body)
+                )
+                db.execute(
+                    "INSERT OR REPLACE INTO docs VALUES (?, ?, ?)",
+                    (key, title, path.stat().st_mtime),
+                )
+                count += 1
+        return count
+
+    def count(self) -> int:
+        with self._connect() as db:
+            return int(db.execute("SELECT count(*) FROM docs").fetchone()[0])
+
+    def query(self, query: str, limit: int) -> list[Result]:
+        """bm25-ranked matches with snippets; the query's words are matched as terms
+        (FTS5 syntax in the query is quoted away, so no query is an error)."""
+        terms = " ".join('"' + t.replace('"', '""') + '"' for t in query.split())
+        if not terms:
+            return []
+        with self._connect() as db:
+            rows = db.execute(
+                "SELECT path, title, snippet(text, 2, '', '', ' … ', 24) FROM text "
+                "WHERE text MATCH ? ORDER BY bm25(text) LIMIT ?",
+                (terms, max(1, min(limit, 50))),
+            ).fetchall()
+        return [
+            Result(title, Path(path).as_uri(), snippet, "index") for path, title, snippet in rows
+        ]
+
+    async def search(self, query: str, limit: int) -> list[Result]:
+        return await anyio.to_thread.run_sync(self.query, query, limit)

@@ -1,0 +1,169 @@
+"""This node's onion keys and the announcements of every search node it knows.
+
+A node with a search role holds one X25519 key per epoch, in memory only (a restart
+starts a new epoch, numbered by its start time, so no epoch ever has two keys from
+an honest node), and the previous epoch's key for a grace period. Each key has its
+own replay cache, dropped with the key. Announcements (key, epoch, expiry, the
+node's addresses) are signed by the node's identity, domain-separated; a node seen
+with two keys for one epoch is dropped from search paths and reported.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Annotated
+
+import msgpack
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+from pydantic import Field, ValidationError
+
+from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.protocol.wire.identity import peer_id_of, sign, verify
+from hearth.protocol.wire.messages import Model, Signed, SignedAnnouncement
+from hearth.protocol.wire.roster import Role, Roster
+
+from .packets import Drop, Dropped, Peeled, peel, raw_public
+
+log = logging.getLogger("hearth.search")
+ONION_KIND = "onion-key"
+EPOCH_S = 6 * 3600.0
+GRACE_S = 600.0
+SEARCH_ROLES = frozenset({Role.SEARCH_RELAY, Role.SEARCH_EXIT})
+
+
+class OnionAnnouncement(Model):
+    """What a search node tells the swarm: its onion key for one epoch, and where it listens."""
+
+    peer_id: str
+    key: Annotated[bytes, Field(min_length=32, max_length=32)]
+    epoch: int
+    expires: float
+    addrs: Annotated[list[str], Field(max_length=32)] = []
+
+
+def announce(identity: Ed25519PrivateKey, announcement: OnionAnnouncement) -> SignedAnnouncement:
+    payload = msgpack.packb(announcement.model_dump(), use_bin_type=True)
+    return SignedAnnouncement(
+        peer_id=peer_id_of(identity),
+        signed=Signed(payload=payload, signature=sign(identity, ONION_KIND, payload)),
+    )
+
+
+def open_announcement(signed: SignedAnnouncement) -> OnionAnnouncement:
+    """Verify (by the claimed node's key), then decode; `refused` if either fails."""
+    verify(signed.peer_id, ONION_KIND, signed.signed.payload, signed.signed.signature)
+    try:
+        announcement = OnionAnnouncement.model_validate(msgpack.unpackb(signed.signed.payload))
+    except (ValidationError, ValueError, msgpack.UnpackException) as exc:
+        raise HearthError(
+            ErrorCode.PROTOCOL_ERROR, "onion-key announcement does not decode"
+        ) from exc
+    if announcement.peer_id != signed.peer_id:
+        raise HearthError(ErrorCode.REFUSED, "announcement signed for another node")
+    return announcement
+
+
+@dataclass
+class Epoch:
+    number: int
+    key: X25519PrivateKey
+    started: float
+    seen: set[bytes] = field(default_factory=set)  # replay tags
+
+
+class EpochKeys:
+    """The current epoch's key and, for `GRACE_S`, the previous one."""
+
+    def __init__(self, now: float) -> None:
+        self.epochs = [Epoch(int(now * 1000), X25519PrivateKey.generate(), now)]
+
+    @property
+    def current(self) -> Epoch:
+        return self.epochs[0]
+
+    def rotate_if_due(self, now: float) -> bool:
+        rotated = False
+        if now - self.current.started >= EPOCH_S:
+            number = max(int(now * 1000), self.current.number + 1)
+            self.epochs.insert(0, Epoch(number, X25519PrivateKey.generate(), now))
+            rotated = True
+        self.epochs = [self.epochs[0]] + [
+            e for e in self.epochs[1:2] if now - self.epochs[0].started < GRACE_S
+        ]
+        return rotated
+
+    def announcement(self, peer_id: str, addrs: list[str]) -> OnionAnnouncement:
+        epoch = self.current
+        return OnionAnnouncement(
+            peer_id=peer_id,
+            key=raw_public(epoch.key),
+            epoch=epoch.number,
+            expires=epoch.started + EPOCH_S + GRACE_S,
+            addrs=addrs,
+        )
+
+    def peel(self, packet: bytes, now: float) -> Peeled:
+        """Peel with whichever epoch key opens the packet; a replay is dropped."""
+        peeled, index = peel(packet, [e.key for e in self.epochs], now)
+        epoch = self.epochs[index]
+        if peeled.replay_tag in epoch.seen:
+            raise Dropped(Drop.REPLAYED)
+        epoch.seen.add(peeled.replay_tag)
+        return peeled
+
+
+class Directory:
+    """Announcements known to this member, by node and epoch, and the nodes caught
+    announcing two keys for one epoch."""
+
+    def __init__(self) -> None:
+        self.known: dict[str, dict[int, SignedAnnouncement]] = {}
+        self.equivocating: set[str] = set()
+
+    def add(self, signed: SignedAnnouncement, roster: Roster, now: float) -> bool:
+        """Take an announcement if it verifies, is current and comes from a member
+        with a search role; False (and logged) otherwise."""
+        try:
+            announcement = open_announcement(signed)
+        except HearthError as exc:
+            log.warning("ignored an onion-key announcement: %s", exc.message)
+            return False
+        if announcement.expires <= now:
+            return False
+        if not roster.roles_of(announcement.peer_id, now) & SEARCH_ROLES:
+            log.info("ignored an onion key from %s: no search role", announcement.peer_id)
+            return False
+        epochs = self.known.setdefault(announcement.peer_id, {})
+        held = epochs.get(announcement.epoch)
+        if held is not None and open_announcement(held).key != announcement.key:
+            if announcement.peer_id not in self.equivocating:
+                log.error(
+                    "%s announced two onion keys for epoch %d: dropped from search paths",
+                    announcement.peer_id,
+                    announcement.epoch,
+                )
+            self.equivocating.add(announcement.peer_id)
+            return False
+        epochs[announcement.epoch] = signed
+        return held is None
+
+    def all(self, now: float) -> list[SignedAnnouncement]:
+        return [
+            signed
+            for epochs in self.known.values()
+            for signed in epochs.values()
+            if open_announcement(signed).expires > now
+        ]
+
+    def usable(self, roster: Roster, now: float) -> dict[str, OnionAnnouncement]:
+        """The newest current announcement of each member that may be on a path."""
+        out: dict[str, OnionAnnouncement] = {}
+        for peer, epochs in self.known.items():
+            if peer in self.equivocating or not roster.roles_of(peer, now) & SEARCH_ROLES:
+                continue
+            live = [a for a in map(open_announcement, epochs.values()) if a.expires > now]
+            if live:
+                out[peer] = max(live, key=lambda a: a.epoch)
+        return out
