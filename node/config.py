@@ -33,6 +33,7 @@ class NodeConfig(BaseModel):
     per_peer: Annotated[int, Field(ge=1, le=64)] = 2
     plan_ttl_s: Annotated[float, Field(gt=0, le=86400)] = 300.0
     observation_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 120.0
+    request_timeout_s: Annotated[float, Field(gt=0, le=300)] = 30.0
     mdns: bool = True
     metrics_port: Annotated[int, Field(ge=0, le=65535)] = 0
     keepalive_s: Annotated[float, Field(ge=1, le=60)] = 3.0

@@ -74,7 +74,9 @@ class Node:
             self.host.peer_id,
             backend,
             self.admission,
-            PlannerSettings(config.plan_ttl_s, config.observation_timeout_s),
+            PlannerSettings(
+                config.plan_ttl_s, config.observation_timeout_s, config.request_timeout_s
+            ),
         )
         self.pairing = Pairing(
             self.key,

@@ -54,7 +54,6 @@ from .backends import Backend, Conversation
 
 log = logging.getLogger("hearth.planner")
 PLAN_PROTOCOL = "/hearth/plan/1"
-REQUEST_TIMEOUT_S = 30.0
 
 
 class NodeTool(Protocol):
@@ -71,6 +70,7 @@ class NodeTool(Protocol):
 class PlannerSettings:
     plan_ttl_s: float = 300.0
     observation_timeout_s: float = 120.0
+    request_timeout_s: float = 30.0  # a stream that sends no whole request by then is closed
 
 
 def sign_plan(plan: Plan, key: Ed25519PrivateKey) -> Signed:
@@ -188,9 +188,12 @@ class _Session:
 
     async def _run(self) -> None:
         try:
-            request = await self._next(REQUEST_TIMEOUT_S, "request")
+            request = await self._next(self.planner.settings.request_timeout_s, "request")
         except TimeoutError as exc:
-            raise HearthError(ErrorCode.TIMED_OUT, "no plan request within 30 s") from exc
+            raise HearthError(
+                ErrorCode.TIMED_OUT,
+                f"no plan request within {self.planner.settings.request_timeout_s:g} s",
+            ) from exc
         assert isinstance(request, PlanRequest)  # the session allows nothing else first
         backend = self.planner.backend
         if backend is None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
 import secrets
+import sqlite3
 import sys
 import tomllib
 from collections.abc import Callable, Iterator
@@ -84,10 +86,43 @@ def reporting(as_json: bool) -> Iterator[None]:
         _fail(as_json, exc)
     except KeyboardInterrupt:
         _fail(as_json, HearthError(ErrorCode.CANCELLED, "cancelled by the user"))
+    except (OSError, sqlite3.OperationalError) as exc:
+        if (problem := storage_problem(exc)) is None:
+            _internal(as_json)
+        else:
+            _fail(as_json, problem)
     except Exception:
-        trace = secrets.token_hex(4)
-        logging.getLogger("hearth").exception("internal error (trace %s)", trace)
-        _fail(as_json, HearthError(ErrorCode.INTERNAL, f"internal error (trace {trace})"))
+        _internal(as_json)
+
+
+def storage_problem(exc: BaseException) -> HearthError | None:
+    """A home that cannot be written (read-only, full, not ours) as a clear error;
+    None for anything else."""
+    reasons = {
+        errno.EROFS: "is on a read-only file system",
+        errno.ENOSPC: "is on a full disk",
+        errno.EDQUOT: "is over its disk quota",
+        errno.EACCES: "is not writable by this user",
+    }
+    if isinstance(exc, OSError) and exc.errno in reasons:
+        where = exc.filename or "the home directory"
+        return HearthError(
+            ErrorCode.INVALID_INPUT, f"cannot write {where}: it {reasons[exc.errno]}"
+        )
+    text = str(exc).lower()
+    signs = ("readonly", "disk", "unable to open")
+    if isinstance(exc, sqlite3.OperationalError) and any(s in text for s in signs):
+        return HearthError(
+            ErrorCode.INVALID_INPUT,
+            f"the home's database cannot be written ({exc}): is the home read-only or full?",
+        )
+    return None
+
+
+def _internal(as_json: bool) -> None:
+    trace = secrets.token_hex(4)
+    logging.getLogger("hearth").exception("internal error (trace %s)", trace)
+    _fail(as_json, HearthError(ErrorCode.INTERNAL, f"internal error (trace {trace})"))
 
 
 def _fail(as_json: bool, exc: HearthError) -> None:

@@ -48,7 +48,7 @@ from .taskgroups import leaves, single_error
 log = logging.getLogger("hearth.transport")
 StreamHandler = Callable[[FrameStream], Awaitable[None]]
 DEFAULT_CONNECT_TIMEOUT = 5.0
-DIRECT_FIRST_S = 2.0  # with a relayed path known, how long a direct dial may take
+RELAY_HEAD_START_S = 0.3  # how long a direct dial runs alone before circuits are tried too
 
 
 def quiet_libp2p() -> None:
@@ -184,31 +184,56 @@ class HearthHost:
     async def connect(
         self, peer_id: str, addrs: list[str], timeout: float = DEFAULT_CONNECT_TIMEOUT
     ) -> None:
-        """Connect to `peer_id` at any of `addrs`; errors carry Hearth codes. Direct
-        addresses are tried first; circuit addresses (through a relay) when they fail."""
+        """Connect to `peer_id` at any of `addrs`; errors carry Hearth codes.
+
+        Direct addresses get a head start; circuit addresses (through a relay) are
+        tried once the direct dial has failed or `RELAY_HEAD_START_S` has passed, and
+        the first path that works wins (the other attempt is cancelled). A peer that
+        refuses us directly is not asked again through a relay."""
         relayed = [a for a in addrs if is_circuit(a)]
         direct = [a for a in addrs if not is_circuit(a)]
         if not relayed:
             return await self._connect_direct(peer_id, direct, timeout)
-        failed: HearthError | None = None
-        if direct:
+        errors: list[HearthError] = []
+        direct_over = trio.Event()
+        won = False
+
+        async def go_direct(scope: trio.CancelScope) -> None:
+            nonlocal won
             try:
-                return await self._connect_direct(peer_id, direct, min(timeout, DIRECT_FIRST_S))
+                await self._connect_direct(peer_id, direct, timeout)
+                won = True
+                scope.cancel()
             except HearthError as exc:
+                errors.append(exc)
                 if exc.code is ErrorCode.REFUSED:  # the peer itself said no: so would a relay
-                    raise
-                failed = exc
-        for circuit in relayed:
-            try:
-                return await self._connect_relayed(peer_id, circuit, timeout)
-            except HearthError as exc:
-                failed = (
-                    exc
-                    if failed is None
-                    else HearthError(exc.code, f"{failed.message}; through a relay: {exc.message}")
-                )
-        assert failed is not None
-        raise failed
+                    scope.cancel()
+            finally:
+                direct_over.set()
+
+        async def go_relayed(scope: trio.CancelScope) -> None:
+            nonlocal won
+            if direct:
+                with trio.move_on_after(RELAY_HEAD_START_S):
+                    await direct_over.wait()
+            for circuit in relayed:
+                try:
+                    await self._connect_relayed(peer_id, circuit, timeout)
+                    won = True
+                    scope.cancel()
+                    return
+                except HearthError as exc:
+                    errors.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            if direct:
+                nursery.start_soon(go_direct, nursery.cancel_scope)
+            nursery.start_soon(go_relayed, nursery.cancel_scope)
+        if won:
+            return
+        refused = [e for e in errors if e.code is ErrorCode.REFUSED]
+        first = refused[0] if refused else errors[0]
+        raise HearthError(first.code, "; ".join(dict.fromkeys(e.message for e in errors)))
 
     async def _connect_direct(self, peer_id: str, addrs: list[str], timeout: float) -> None:
         pid = ID.from_base58(peer_id)
