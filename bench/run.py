@@ -16,6 +16,7 @@ import sys
 import time
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any, NamedTuple
 
 from rich.console import Console
 from rich.table import Table
@@ -43,9 +44,31 @@ def machine() -> dict[str, str | int]:
     }
 
 
+class Row(NamedTuple):
+    figure: str
+    hearth: dict[str, Any]
+    reference: dict[str, Any]
+    ratio: float | None
+    reference_is: str
+
+
+def as_stats(value: Any) -> dict[str, Any]:
+    """{median, p90, runs} from a stats dict, a bare number or None."""
+    if isinstance(value, dict):
+        return {"median": value["median"], "p90": value.get("p90"), "runs": value.get("runs")}
+    return {"median": value, "p90": None, "runs": None}
+
+
+def fmt(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer runs")
+    parser.add_argument(
+        "--table-only", action="store_true", help="reprint the table from bench/results"
+    )
     args = parser.parse_args()
     runs = {
         "connect.py": ["--runs", "5" if args.quick else "10"],
@@ -54,7 +77,7 @@ def main() -> None:
         "load.py": ["--phones", "1,4,16" if args.quick else "1,4,16,64"],
         "swarm.py": ["--runs", "8" if args.quick else "20"],
     }
-    for script, extra in runs.items():
+    for script, extra in {} if args.table_only else runs.items():
         Console(stderr=True).print(f"[dim]running {script}…[/]")
         subprocess.run(
             [sys.executable, str(HERE / script), *extra], check=True, stdout=subprocess.DEVNULL
@@ -62,135 +85,127 @@ def main() -> None:
     connect = json.loads((RESULTS / "connect.json").read_text())
     offload = json.loads((RESULTS / "offload.json").read_text())
     system = json.loads((RESULTS / "system.json").read_text())
-    rows = [
-        (
-            "connect: dial + first stream (ms)",
-            connect["connect_ms"]["hearth"]["median"],
-            connect["connect_ms"]["reference"]["median"],
-            connect["connect_ms"]["ratio"],
-            "plain py-libp2p TCP+Noise+Yamux",
-        ),
-        (
-            "small-frame round trip (ms)",
-            connect["rtt_ms_median"]["hearth"]["median"],
-            connect["rtt_ms_median"]["reference"]["median"],
-            connect["rtt_ms_median"]["ratio"],
-            "plain py-libp2p echo",
-        ),
-        (
-            "offload: one plan round, llama-cpp backend (ms)",
-            offload["hearth"]["median"],
-            offload["reference"]["median"],
-            offload["hearth"]["ratio"],
-            "llama-cpp-python server, same GGUF/prompt/grammar",
-        ),
-        (
-            "offload: one plan round, upstream backend (ms)",
-            offload["hearth-upstream"]["median"],
-            offload["reference"]["median"],
-            offload["hearth-upstream"]["ratio"],
-            "the same server, called directly",
-        ),
-    ]
-    rows.append(
-        (
-            "streaming: time to first token (ms)",
-            offload["hearth"]["ttft_ms"],
-            offload["reference-stream"]["ttft_ms"],
-            offload["hearth"]["ttft_ms"] / offload["reference-stream"]["ttft_ms"],
-            "the server's SSE stream",
-        )
-    )
-    rows.append(
-        (
-            "streaming: whole streamed round (ms)",
-            offload["hearth"]["streamed_total_ms"],
-            offload["reference-stream"]["streamed_total_ms"],
-            offload["hearth"]["streamed_total_ms"]
-            / offload["reference-stream"]["streamed_total_ms"],
-            "the server's SSE stream, one chunk per token",
-        )
-    )
-    cold = system["cold start: process start → first token, s"]
-    rows.append(
-        (
-            "cold start: process → first token (s)",
-            cold["hearth"],
-            cold["reference"],
-            cold["ratio"],
-            "fresh python + httpx streaming from the server",
-        )
-    )
-    fail = system["failover: node killed → local answer (whole command), s"]
-    rows.append(
-        (
-            "failover: node killed → local answer (s)",
-            fail["hearth"],
-            fail["reference"],
-            fail["ratio"],
-            "hearth ask --route local, node up",
-        )
-    )
-    mem = system["memory: RSS, MiB (tiny model loaded)"]
-    rows.append(
-        (
-            "memory: idle node RSS (MiB)",
-            mem["hearth-node idle"],
-            mem["reference"],
-            mem["ratio"],
-            "reference server RSS",
-        )
-    )
-    rows.append(
-        (
-            "memory: companion peak RSS, local ask (MiB)",
-            mem["hearth ask --route local (peak)"],
-            mem["reference"],
-            mem["hearth ask --route local (peak)"] / mem["reference"],
-            "reference server RSS",
-        )
-    )
     load = json.loads((RESULTS / "load.json").read_text())
-    for n, row in load.items():
-        ours, theirs = row["hearth"], row["reference"]
-        rows.append(
-            (
-                f"load: {n} phone(s) at once, sessions/s",
-                ours["per_s"],
-                theirs["per_s"],
-                ours["per_s"] / theirs["per_s"],
-                f"reference server, same concurrency (Hearth busy: "
-                f"{ours['errors'].get('busy', 0)})",
-            )
-        )
     swarm = json.loads((RESULTS / "swarm.json").read_text())
-    for name, what in (
-        ("connect through a relay friend", "plain py-libp2p direct dial + first stream"),
-        ("search 2 hops", "direct FTS5 query on the same index"),
-        ("search 3 hops", "direct FTS5 query on the same index"),
+    rows: list[Row] = []
+
+    def add(name: str, ours: Any, ref: Any, what: str) -> None:
+        """`ours`/`ref`: a {median, p90, runs} dict, a bare number, or None."""
+        o, r = as_stats(ours), as_stats(ref)
+        ratio = o["median"] / r["median"] if r["median"] else None
+        rows.append(Row(name, o, r, ratio, what))
+
+    add(
+        "connect: dial + first stream (ms)",
+        connect["connect_ms"]["hearth"],
+        connect["connect_ms"]["reference"],
+        "plain py-libp2p TCP+Noise+Yamux, fresh process",
+    )
+    add(
+        "connect through a relay friend (ms)",
+        swarm["connect through a relay friend"]["hearth"],
+        swarm["connect through a relay friend"]["reference"],
+        "plain py-libp2p direct dial + first stream",
+    )
+    add(
+        "small-frame round trip (ms)",
+        connect["rtt_ms_median"]["hearth"],
+        connect["rtt_ms_median"]["reference"],
+        "plain py-libp2p echo",
+    )
+    add(
+        "offload: one plan round, llama-cpp backend (ms)",
+        offload["hearth"],
+        offload["reference"],
+        "llama-cpp-python server, same GGUF/prompt/grammar",
+    )
+    add(
+        "offload: one plan round, upstream backend (ms)",
+        offload["hearth-upstream"],
+        offload["reference"],
+        "the same server, called directly",
+    )
+    add(
+        "streaming: time to first token (ms)",
+        offload["hearth"]["ttft_ms"],
+        offload["reference-stream"]["ttft_ms"],
+        "the server's SSE stream",
+    )
+    add(
+        "streaming: whole streamed round (ms)",
+        offload["hearth"]["streamed_total_ms"],
+        offload["reference-stream"]["streamed_total_ms"],
+        "the server's SSE stream, one chunk per token",
+    )
+    for key, name, what in (
+        (
+            "cold start: process start → first token, s",
+            "cold start: process → first token (s)",
+            "fresh python + httpx streaming from the server",
+        ),
+        (
+            "failover: node killed → local answer (whole command), s",
+            "failover: node killed → local answer (s)",
+            "hearth ask --route local, node up",
+        ),
     ):
-        row = swarm[name]
-        rows.append(
-            (
-                f"{name} (ms)",
-                row["hearth"]["median"],
-                row["reference"]["median"],
-                row["ratio"],
-                what,
-            )
+        fig = system[key]
+        add(
+            name,
+            {"median": fig["hearth"], "runs": fig["runs"]},
+            {"median": fig["reference"], "runs": fig["runs"]},
+            what,
+        )
+    mem = system["memory: RSS, MiB (tiny model loaded)"]
+    add(
+        "memory: idle node RSS (MiB)",
+        mem["hearth-node idle"],
+        mem["reference"],
+        "reference server RSS",
+    )
+    add(
+        "memory: companion peak RSS, local ask (MiB)",
+        mem["hearth ask --route local (peak)"],
+        mem["reference"],
+        "reference server RSS",
+    )
+    for n, fig in load.items():
+        ours, theirs = fig["hearth"], fig["reference"]
+        add(
+            f"load: {n} phone(s) at once, sessions/s",
+            ours["per_s"],
+            theirs["per_s"],
+            f"reference server, same concurrency (Hearth busy: {ours['errors'].get('busy', 0)}, "
+            f"p99 queue wait {ours.get('queue_wait_p99_ms', 0):.0f} ms)",
+        )
+    for hops in (2, 3):
+        fig = swarm[f"search {hops} hops"]
+        add(
+            f"search, {hops} hops (ms)",
+            fig["hearth"],
+            fig["reference"],
+            "direct FTS5 query on the same index",
         )
     pair = system["pairing: invite → pair complete (whole command), s"]
-    rows.append(("pairing: invite → pair complete (s)", pair["hearth"], None, None, "—"))
-    table = Table(title="Hearth benchmarks (medians; ratio = Hearth / reference)")
-    for col in ("figure", "Hearth", "reference", "ratio", "reference is"):
+    add(
+        "pairing: invite → pair complete (s)",
+        {"median": pair["hearth"], "runs": pair["runs"]},
+        None,
+        "—",
+    )
+    table = Table(title="Hearth benchmarks (ratio = Hearth median / reference median)")
+    for col in ("figure", "Hearth", "p90", "reference", "p90 ", "ratio", "runs", "reference is"):
         table.add_column(col)
-    for name, ours, ref, ratio, what in rows:
+    for row in rows:
         table.add_row(
-            name,
-            f"{ours:.2f}",
-            "—" if ref is None else f"{ref:.2f}",
-            "—" if ratio is None else f"{ratio:.2f}",
-            what,
+            row.figure,
+            fmt(row.hearth["median"]),
+            fmt(row.hearth["p90"]),
+            fmt(row.reference["median"]),
+            fmt(row.reference["p90"]),
+            fmt(row.ratio),
+            str(row.hearth["runs"] or "—"),
+            row.reference_is,
         )
     console = Console(width=150)
     console.print(table)
@@ -200,16 +215,7 @@ def main() -> None:
         json.dumps(
             {
                 "machine": info,
-                "rows": [
-                    dict(
-                        zip(
-                            ("figure", "hearth", "reference", "ratio", "reference_is"),
-                            r,
-                            strict=True,
-                        )
-                    )
-                    for r in rows
-                ],
+                "rows": [row._asdict() for row in rows],
                 "connect": connect,
                 "offload": offload,
                 "system": system,

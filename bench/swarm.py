@@ -97,6 +97,7 @@ def set_up(tmp: Path, procs: list[subprocess.Popen[bytes]]) -> dict[str, dict]:
         node("join", uri["uri"], "--home", str(tmp / name), "--name", name)
         if name == "b":
             node("index", "add", str(docs), "--home", str(tmp / name))
+            (tmp / name / "config.toml").write_text("search_exit_per_minute = 100000\n")
         nodes[name] = serve(tmp / name, procs)
     uri = node("invite", "--home", str(tmp / "home"))["uri"]
     from hearth.protocol.transport.keys import create_identity

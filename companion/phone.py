@@ -239,6 +239,8 @@ class Phone:
         book = AddressBook(self.home)
         try:
             await host.connect(node, book.get(node), CONNECT_TIMEOUT_S)
+            if node in host.worked:  # last-known-good first, next time
+                book.remember(node, [host.worked[node]])
             return
         except HearthError as exc:
             if exc.code is ErrorCode.REFUSED or os.environ.get("HEARTH_NO_MDNS"):

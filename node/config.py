@@ -40,6 +40,7 @@ class NodeConfig(BaseModel):
     key_grace_s: Annotated[float, Field(ge=0, le=30 * 86400)] = 86400.0
     search_backend: Literal["index", "searxng"] = "index"  # what this node answers as an exit
     searxng_url: str = ""
+    search_exit_per_minute: Annotated[int, Field(ge=1, le=100000)] = 30  # per previous hop
     search_view_log: str = ""  # opt-in audit: what this exit decrypted from each request
 
 

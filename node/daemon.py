@@ -103,6 +103,7 @@ class Node:
             self.addrs,
             search_backend(home, config),
             Path(config.search_view_log) if config.search_view_log else None,
+            config.search_exit_per_minute,
         )
         self.planner.node_tools["web_search"] = WebSearchTool(self.search)
         self.relaying = Relaying(self.host, self._relays_for)

@@ -47,7 +47,6 @@ from hearth.search.searxng import SearxngBackend
 
 log = logging.getLogger("hearth.search")
 GOSSIP_S = 60.0
-EXIT_RATE = 30  # queries per previous hop per minute
 
 
 class SearchService:
@@ -61,6 +60,7 @@ class SearchService:
         addrs: Any,
         backend: Backend | None,
         view_log: Path | None = None,
+        exit_per_minute: int = 30,
     ) -> None:
         self.identity = identity
         self.host = host
@@ -68,6 +68,7 @@ class SearchService:
         self.addrs = addrs
         self.backend = backend
         self.view_log = view_log
+        self.exit_per_minute = exit_per_minute
         self.keys = EpochKeys(time.time())
         self.directory = Directory()
         self.drops: Counter[str] = Counter()
@@ -177,7 +178,7 @@ class SearchService:
         recent = self._recent.setdefault(peer, deque())
         while recent and now - recent[0] > 60:
             recent.popleft()
-        if len(recent) >= EXIT_RATE:
+        if len(recent) >= self.exit_per_minute:
             self.drops["rate_limited"] += 1
             raise HearthError(
                 ErrorCode.BUSY, "too many searches", retry_after=60 - (now - recent[0])

@@ -83,6 +83,12 @@ class Phone:
     def key(self):
         return load_identity(self.home)
 
+    @property
+    def peer_id(self) -> str:
+        from hearth.protocol.wire.identity import peer_id_of
+
+        return peer_id_of(self.key)
+
     def host(self) -> HearthHost:
         return host_for_home(self.home).host
 

@@ -176,3 +176,27 @@ def wait_until(predicate, what: str, timeout: float = 30.0):  # type: ignore[no-
             return value
         time.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_an_open_session_survives_a_revocation_and_key_rotation(
+    processes, tmp_path, tiny_models
+) -> None:
+    from .test_node import ok_observations, plan, request
+
+    node = start_node(processes, tmp_path / "node", "--model", str(tiny_models[0]))
+    member = pair_phone(tmp_path / "a", node.invite())
+    revoked = pair_phone(tmp_path / "b", node.invite())
+    replies = []
+
+    async def execute(p):  # type: ignore[no-untyped-def]
+        # the key rotates while this session waits for its observations
+        replies.append(
+            await trio.to_thread.run_sync(
+                lambda: node_json("revoke", revoked.peer_id, "--home", str(node.home))
+            )
+        )
+        return await ok_observations(p)
+
+    outcome = plan(member, node, request(), execute=execute)
+    assert replies and replies[0]["key_id"] == 2 and replies[0]["revoked"] == revoked.peer_id
+    assert outcome.final is not None  # the entitled member's session ran to its end

@@ -48,6 +48,7 @@ from .taskgroups import leaves, single_error
 log = logging.getLogger("hearth.transport")
 StreamHandler = Callable[[FrameStream], Awaitable[None]]
 DEFAULT_CONNECT_TIMEOUT = 5.0
+PER_ADDRESS_S = 1.5  # a dial to one of several addresses gets at most this long
 RELAY_HEAD_START_S = 0.3  # how long a direct dial runs alone before circuits are tried too
 
 
@@ -125,6 +126,7 @@ class HearthHost:
         self.max_frame = max_frame
         self.peer_id = str(self.host.get_id())
         self._dialer: CircuitV2Transport | None = None
+        self.worked: dict[str, str] = {}  # peer id → the address the last dial reached
         network.register_notifee(NewestConnectionWins())  # type: ignore[attr-defined]
 
     @contextlib.asynccontextmanager
@@ -236,25 +238,56 @@ class HearthHost:
         raise HearthError(first.code, "; ".join(dict.fromkeys(e.message for e in errors)))
 
     async def _connect_direct(self, peer_id: str, addrs: list[str], timeout: float) -> None:
+        """Dial the addresses one after another, in the given (last-known-good first)
+        order: py-libp2p itself dials only one address per transport. Each but the
+        last gets at most `PER_ADDRESS_S`, so a stale address that drops packets does
+        not use up the whole timeout."""
         pid = ID.from_base58(peer_id)
-        if not addrs and not self.host.get_network().get_connections(pid):
+        if not addrs:
+            if self.host.get_network().get_connections(pid):
+                return
             raise HearthError(ErrorCode.UNREACHABLE, f"no known address for {peer_id}")
-        network = self.host.get_network()
+        maddrs = list(dict.fromkeys(Multiaddr(a.split("/p2p/")[0]) for a in addrs))
+        deadline = time.monotonic() + timeout
+        errors: list[HearthError] = []
+        for i, maddr in enumerate(maddrs):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                share = left if i == len(maddrs) - 1 else min(left, PER_ADDRESS_S)
+                return await self._dial_one(peer_id, pid, maddr, share)
+            except HearthError as exc:
+                errors.append(exc)
+        if not errors:
+            raise HearthError(
+                ErrorCode.TIMED_OUT, f"connecting to {peer_id} took over {timeout:g} s"
+            )
+        for code in (ErrorCode.REFUSED, ErrorCode.TIMED_OUT):  # the most telling first
+            if telling := [e for e in errors if e.code is code]:
+                raise telling[0]
+        if len(errors) > 1:
+            raise HearthError(
+                ErrorCode.UNREACHABLE,
+                f"{peer_id}: connection refused at every known address (is it running?)",
+            )
+        raise errors[0]
+
+    async def _dial_one(self, peer_id: str, pid: ID, maddr: Multiaddr, timeout: float) -> None:
         with contextlib.suppress(Exception):
-            network.unblock_peer(pid)  # type: ignore[attr-defined]
-        if addrs:  # dial exactly these: no stale address from an earlier attempt
-            self.host.get_peerstore().clear_addrs(pid)
-        maddrs = [Multiaddr(a.split("/p2p/")[0]) for a in addrs]
+            self.host.get_network().unblock_peer(pid)  # type: ignore[attr-defined]
+        self.host.get_peerstore().clear_addrs(pid)  # dial exactly this address
         started = time.monotonic()
         try:
             with trio.fail_after(timeout):
-                await self.host.connect(PeerInfo(pid, maddrs))
+                await self.host.connect(PeerInfo(pid, [maddr]))
+            self.worked[peer_id] = f"{maddr}/p2p/{peer_id}"
         except trio.TooSlowError as exc:
             raise HearthError(
                 ErrorCode.TIMED_OUT, f"connecting to {peer_id} took over {timeout:g} s"
             ) from exc
         except Exception as exc:
-            if any(self._key_mismatch(m, started) for m in maddrs):
+            if self._key_mismatch(maddr, started):
                 raise HearthError(
                     ErrorCode.REFUSED,
                     f"{peer_id}: swarm key mismatch suspected (if this device missed a "
@@ -278,6 +311,7 @@ class HearthHost:
                 await self.host.upgrade_outbound_connection(
                     StampedConn(raw), ID.from_base58(peer_id)
                 )
+            self.worked[peer_id] = circuit
         except trio.TooSlowError as exc:
             raise HearthError(
                 ErrorCode.TIMED_OUT, f"connecting to {peer_id} through relay {relay} timed out"
