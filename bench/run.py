@@ -137,6 +137,17 @@ def main() -> None:
         offload["reference-stream"]["streamed_total_ms"],
         "the server's SSE stream, one chunk per token",
     )
+    per_token = {  # after the first token: (whole round - TTFT) / the other tokens
+        side: (offload[side]["streamed_total_ms"] - offload[side]["ttft_ms"])
+        / (offload["hearth"]["tokens"] - 1)
+        for side in ("hearth", "reference-stream")
+    }
+    add(
+        "streaming: per-token overhead after the first (ms/token)",
+        per_token["hearth"],
+        per_token["reference-stream"],
+        "the server's SSE stream",
+    )
     for key, name, what in (
         (
             "cold start: process start → first token, s",
@@ -152,8 +163,8 @@ def main() -> None:
         fig = system[key]
         add(
             name,
-            {"median": fig["hearth"], "runs": fig["runs"]},
-            {"median": fig["reference"], "runs": fig["runs"]},
+            {"median": fig["hearth"], "p90": fig.get("hearth_p90"), "runs": fig["runs"]},
+            {"median": fig["reference"], "p90": fig.get("reference_p90"), "runs": fig["runs"]},
             what,
         )
     mem = system["memory: RSS, MiB (tiny model loaded)"]
@@ -189,7 +200,7 @@ def main() -> None:
     pair = system["pairing: invite → pair complete (whole command), s"]
     add(
         "pairing: invite → pair complete (s)",
-        {"median": pair["hearth"], "runs": pair["runs"]},
+        {"median": pair["hearth"], "p90": pair.get("hearth_p90"), "runs": pair["runs"]},
         None,
         "—",
     )

@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from statistics import median
+from statistics import median, quantiles
 
 from hearth.protocol.model.tiny import make_tiny
 
@@ -42,6 +42,10 @@ with httpx.stream("POST", sys.argv[1] + "/v1/chat/completions", timeout=60, json
             print(time.time() - t0)
             break
 """
+
+
+def p90(values: list[float]) -> float:
+    return quantiles(values, n=10)[-1] if len(values) > 1 else values[0]
 
 
 def rss_kb(pid: int) -> int:
@@ -163,6 +167,8 @@ def main() -> None:
             report["cold start: process start → first token, s"] = {
                 "hearth": median(cold),
                 "reference": median(ref_cold),
+                "hearth_p90": p90(cold),
+                "reference_p90": p90(ref_cold),
                 "ratio": median(cold) / median(ref_cold),
                 "runs": args.runs,
             }
@@ -183,12 +189,15 @@ def main() -> None:
             report["failover: node killed → local answer (whole command), s"] = {
                 "hearth": median(failover),
                 "reference": median(local),
+                "hearth_p90": p90(failover),
+                "reference_p90": p90(local),
                 "ratio": median(failover) / median(local),
                 "runs": args.runs,
                 "reference_is": "hearth ask --route local with the node up",
             }
             report["pairing: invite → pair complete (whole command), s"] = {
                 "hearth": median(pair_s),
+                "hearth_p90": p90(pair_s),
                 "runs": args.runs,
             }
         finally:

@@ -197,7 +197,7 @@ class SearchService:
                     own = self.directory.known.get(self.host.peer_id, {})
                     with anyio.fail_after(5):
                         stream = await self.host.open(founder, SEARCH_PROTOCOL)
-                        await stream.send(OnionKeys(announcements=list(own.values())))
+                        await stream.send(OnionKeys(announcements=[s for s, _ in own.values()]))
                         await stream.close()
                 except (HearthError, TimeoutError) as exc:
                     log.info("onion-key gossip with the founder failed: %s", exc)

@@ -119,7 +119,8 @@ class Directory:
     announcing two keys for one epoch."""
 
     def __init__(self) -> None:
-        self.known: dict[str, dict[int, SignedAnnouncement]] = {}
+        # node → epoch → (as signed, as verified and decoded)
+        self.known: dict[str, dict[int, tuple[SignedAnnouncement, OnionAnnouncement]]] = {}
         self.equivocating: set[str] = set()
 
     def add(self, signed: SignedAnnouncement, roster: Roster, now: float) -> bool:
@@ -137,7 +138,7 @@ class Directory:
             return False
         epochs = self.known.setdefault(announcement.peer_id, {})
         held = epochs.get(announcement.epoch)
-        if held is not None and open_announcement(held).key != announcement.key:
+        if held is not None and held[1].key != announcement.key:
             if announcement.peer_id not in self.equivocating:
                 log.error(
                     "%s announced two onion keys for epoch %d: dropped from search paths",
@@ -146,15 +147,15 @@ class Directory:
                 )
             self.equivocating.add(announcement.peer_id)
             return False
-        epochs[announcement.epoch] = signed
+        epochs[announcement.epoch] = (signed, announcement)
         return held is None
 
     def all(self, now: float) -> list[SignedAnnouncement]:
         return [
             signed
             for epochs in self.known.values()
-            for signed in epochs.values()
-            if open_announcement(signed).expires > now
+            for signed, announcement in epochs.values()
+            if announcement.expires > now
         ]
 
     def usable(self, roster: Roster, now: float) -> dict[str, OnionAnnouncement]:
@@ -163,7 +164,7 @@ class Directory:
         for peer, epochs in self.known.items():
             if peer in self.equivocating or not roster.roles_of(peer, now) & SEARCH_ROLES:
                 continue
-            live = [a for a in map(open_announcement, epochs.values()) if a.expires > now]
+            live = [a for _, a in epochs.values() if a.expires > now]
             if live:
                 out[peer] = max(live, key=lambda a: a.epoch)
         return out

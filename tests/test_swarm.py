@@ -200,3 +200,30 @@ def test_an_open_session_survives_a_revocation_and_key_rotation(
     outcome = plan(member, node, request(), execute=execute)
     assert replies and replies[0]["key_id"] == 2 and replies[0]["revoked"] == revoked.peer_id
     assert outcome.final is not None  # the entitled member's session ran to its end
+
+
+def test_node_status_explains_each_unreachable_peer(processes, tmp_path) -> None:
+    founder = start_node(processes, tmp_path / "home")
+    joined = json.loads(subprocess_join(tmp_path / "friend", founder.invite("--role", "friend")))
+    never = json.loads(subprocess_join(tmp_path / "never", founder.invite("--role", "friend")))
+    phone = pair_phone(tmp_path / "phone", founder.invite())
+    friend = start_node(processes, tmp_path / "friend")
+    wait_until(
+        lambda: next(p for p in founder.status()["peers"] if p["peer_id"] == joined["peer_id"])[
+            "reachable"
+        ],
+        "the friend to dial in",
+    )
+    friend.proc.kill()
+    friend.proc.wait(timeout=30)
+
+    def reasons() -> dict[str, str]:
+        return {p["peer_id"]: p["reason"] for p in founder.status()["peers"]}
+
+    why = wait_until(
+        lambda: (r := reasons())[joined["peer_id"]].startswith("unreachable") and r,
+        "the friend to be reported down",
+    )
+    assert "connection refused" in why[joined["peer_id"]]
+    assert "no known address" in why[never["peer_id"]]  # never served, never dialled in
+    assert "phones dial in" in why[phone.peer_id]
