@@ -8,17 +8,19 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from hearth.protocol.model.chat import ChatTemplate
 from hearth.protocol.model.grammar import Mode, tool_grammar
-from hearth.protocol.model.runtime import LlamaRuntime, SessionMemory
 from hearth.protocol.model.toolcalls import parse_generation
 from hearth.protocol.model.validate import validate_call
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import Plan, PlanStep, ToolSpec
+
+if TYPE_CHECKING:  # llama.cpp and numpy load on first local use, not at every start
+    from hearth.protocol.model.runtime import LlamaRuntime
 
 
 @dataclass
@@ -44,6 +46,8 @@ class LocalModel:
                 "no local model: run `hearth init --model tiny-q4_k_m.gguf` (or a real Q4 GGUF)",
             )
         if self._runtime is None:
+            from hearth.protocol.model.runtime import LlamaRuntime
+
             self._runtime = await anyio.to_thread.run_sync(
                 lambda: LlamaRuntime(self.path, n_ctx=self.n_ctx)
             )  # type: ignore[arg-type]
@@ -60,6 +64,8 @@ class LocalModel:
     ) -> LocalResult:
         """One local round: a validated local plan, or an answer. A call that is cut or
         breaks its schema raises `plan_rejected` (the router may escalate)."""
+        from hearth.protocol.model.runtime import SessionMemory
+
         runtime = await self.runtime()
         template = ChatTemplate(runtime.chat_template)
         tool_dicts = [t.model_dump() for t in tools]

@@ -297,6 +297,16 @@ def status(home: HomeOption = None, as_json: JsonOption = False) -> None:
                     peer["reason"],
                 )
             console.print(table)
+            for relay, held in payload.get("relays", {}).items():
+                state = f"{len(held['circuits'])} circuit address(es)" if held["circuits"] else ""
+                console.print(f"relay {relay}: {state or held.get('problem', '')}")
+            if search := payload.get("search"):
+                console.print(
+                    f"search: epoch {search['epoch']}, {len(search['known_nodes'])} node(s) "
+                    f"known, served {search['served'] or 'nothing'}, "
+                    f"dropped {search['dropped'] or 'nothing'}"
+                    + (f", EQUIVOCATING {search['equivocating']}" if search["equivocating"] else "")
+                )
 
         emit(as_json, payload, render)
 

@@ -13,16 +13,17 @@ import json
 import shutil
 import subprocess
 import uuid
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import icalendar
-import vobject
 from pydantic import Field
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
 from .registry import Annotations, Registry, Tier, ToolContext
 from .storage import PhoneData, write_atomic
+
+if TYPE_CHECKING:  # the calendar and contacts libraries load when those tools run
+    import icalendar
 
 READ = Annotations(read_only=True, destructive=False, idempotent=True, open_world=False)
 WRITE = Annotations(read_only=False, destructive=False, idempotent=True, open_world=False)
@@ -53,6 +54,8 @@ def register_builtin(registry: Registry, data: PhoneData) -> None:
     calendar_file = data.path("calendar.ics")
 
     def load_calendar() -> icalendar.Calendar:
+        import icalendar
+
         if calendar_file.exists():
             return icalendar.Calendar.from_ical(calendar_file.read_bytes())
         cal = icalendar.Calendar()
@@ -95,6 +98,8 @@ def register_builtin(registry: Registry, data: PhoneData) -> None:
             return done
         if _when(end) < _when(start):
             raise HearthError(ErrorCode.PLAN_REJECTED, "an event cannot end before it starts")
+        import icalendar
+
         cal = load_calendar()
         ev = icalendar.Event()
         ev.add("uid", str(uuid.uuid5(uuid.NAMESPACE_URL, ctx.idempotency_key)))
@@ -168,6 +173,8 @@ def register_builtin(registry: Registry, data: PhoneData) -> None:
         """Find contacts whose name contains the query."""
         if not contacts_file.exists():
             return []
+        import vobject
+
         found = []
         for card in vobject.readComponents(contacts_file.read_text()):
             name = str(card.fn.value) if hasattr(card, "fn") else ""
