@@ -365,14 +365,16 @@ class HearthHost:
 
 
 class NewestConnectionWins(INotifee):
-    """A new connection from a peer closes its older ones. A phone has one live path
-    at a time; the old one (say, a circuit the relay has let go of, not yet noticed
-    here) would otherwise shadow the new one, and new streams would fail."""
+    """A new connection from a peer closes its older ones that carry no stream. py-libp2p
+    notices a connection the other side has dropped (a closed process, a circuit the
+    relay let go of) only late, and until then it shadows the peer's new connection
+    (new streams fail); an older connection with open streams (another session of
+    the same device) is left alone."""
 
     async def connected(self, network: INetwork, conn: INetConn) -> None:
         peer = conn.muxed_conn.peer_id
         for old in list(network.get_connections(peer)):
-            if old is not conn:
+            if old is not conn and not _busy(old):
                 with contextlib.suppress(Exception):
                     await old.close()
 
@@ -390,6 +392,13 @@ class NewestConnectionWins(INotifee):
 
     async def listen_close(self, network: INetwork, multiaddr: Multiaddr) -> None:
         pass
+
+
+def _busy(conn: INetConn) -> bool:
+    try:
+        return bool(conn.get_streams())
+    except Exception:
+        return False
 
 
 def local_ipv4() -> list[str]:
