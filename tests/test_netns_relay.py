@@ -9,7 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from .netns import Chain, chained_namespaces, requires_netns
+from .netns import Chain, chained_namespaces, requires_netns, sh
 from .nodes import BIN, cli
 
 PHONE_ENV = {**os.environ, "HEARTH_NO_MDNS": "1"}
@@ -103,6 +103,14 @@ def test_the_phone_reaches_home_through_a_relay_friend(tmp_path, processes, tiny
         out = json.loads(relayed.stdout.strip().splitlines()[-1])
         assert relayed.returncode == 0 and out["route"] == "remote", out
         assert out["node"] and out["answer"]  # planned at home, over the circuit
+        # a direct address that swallows packets (a gateway that never answers ARP):
+        # the relay is raced in and wins, the hanging direct dial is cancelled
+        sh(*chain.exec_in(chain.phone), "ip", "route", "add", f"{chain.home_addr}/32",
+           "via", chain.phone_addr.rsplit(".", 1)[0] + ".99")  # fmt: skip
+        hung = phone_cli(chain, "ask", "hello", "--route", "remote", "--json", "--home", str(phone))
+        out = json.loads(hung.stdout.strip().splitlines()[-1])
+        assert hung.returncode == 0 and out["route"] == "remote", out
+
         status = json.loads(phone_cli(chain, "status", "--json", "--home", str(phone)).stdout)
         assert status["nodes"][0]["reachable"], status
 
