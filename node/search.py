@@ -186,8 +186,12 @@ class SearchService:
         recent.append(now)
 
     async def gossip(self) -> None:
-        """Push this node's announcement to the founder and pull the directory, now
-        and every minute (members compare what they pull with what they hold)."""
+        """Push this node's announcement to the founder and pull the founder's
+        directory, then every other connected search member's: every 2 s until the
+        founder has answered once, then every minute. Each pull is compared with what
+        this node holds, so a node that shows two keys for one epoch to different
+        members is caught by whoever sees both."""
+        settled = False
         while True:
             self._refresh_own()
             founder = self.roster.roster.founder
@@ -199,9 +203,18 @@ class SearchService:
                         stream = await self.host.open(founder, SEARCH_PROTOCOL)
                         await stream.send(OnionKeys(announcements=[s for s, _ in own.values()]))
                         await stream.close()
+                    settled = True
                 except (HearthError, TimeoutError) as exc:
                     log.info("onion-key gossip with the founder failed: %s", exc)
-            await anyio.sleep(GOSSIP_S if self.roster.roster.founder == self.host.peer_id else 2.0)
+            for member in self.roster.roster.members:
+                peer = member.peer_id
+                if peer in (founder, self.host.peer_id) or not self.host.connected(peer):
+                    continue
+                if self.roster.roles_of(peer) & SEARCH_ROLES:
+                    with contextlib.suppress(HearthError, TimeoutError):
+                        await pull_directory(self.host, peer, self.directory, self.roster.roster)
+            founding = founder == self.host.peer_id
+            await anyio.sleep(GOSSIP_S if founding or settled else 2.0)
 
     async def web_search(self, query: str, hops: int = 2) -> tuple[dict[str, Any], UntrustedInput]:
         """The planner's `web_search` tool: a peer-routed search sent by this node.
