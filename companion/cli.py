@@ -263,7 +263,9 @@ def status(home: HomeOption = None, as_json: JsonOption = False) -> None:
 @app.command()
 def search(
     query: Annotated[str, typer.Argument(help="What to search for.")],
-    hops: Annotated[int, typer.Option(help="2 (relay, exit) or 3 (two relays, exit).")] = 2,
+    hops: Annotated[
+        int, typer.Option(min=2, max=3, help="2 (relay, exit) or 3 (two relays, exit).")
+    ] = 2,
     limit: Annotated[int, typer.Option(min=1, max=50, help="Most results wanted.")] = 10,
     home: HomeOption = None,
     as_json: JsonOption = False,
