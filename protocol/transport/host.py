@@ -402,12 +402,15 @@ def _busy(conn: INetConn) -> bool:
 
 
 def local_ipv4() -> list[str]:
-    """This machine's IPv4 addresses, loopback last (no packet is sent to find them)."""
+    """This machine's IPv4 addresses, from its interfaces, loopback last (the host
+    name often resolves to 127.0.1.1 only, which no other machine can dial)."""
     import socket
 
+    import psutil
+
     found = {"127.0.0.1"}
-    with contextlib.suppress(OSError):
-        found |= {i[4][0] for i in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)}
+    for addrs in psutil.net_if_addrs().values():
+        found |= {a.address for a in addrs if a.family == socket.AF_INET}
     return sorted(found, key=lambda ip: (ip.startswith("127."), ip))
 
 
