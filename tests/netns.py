@@ -67,32 +67,9 @@ def linked_namespaces(subnet: int = 231) -> Iterator[Link]:
         addr_a=f"10.{subnet}.0.1",
         addr_b=f"10.{subnet}.0.2",
     )
-    try:
-        for ns in (link.a, link.b):
-            sh("ip", "netns", "add", ns)
-            sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
-        sh(
-            "ip",
-            "link",
-            "add",
-            link.dev_a,
-            "netns",
-            link.a,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            link.dev_b,
-            "netns",
-            link.b,
-        )
-        for ns, dev, addr in ((link.a, link.dev_a, link.addr_a), (link.b, link.dev_b, link.addr_b)):
-            sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{addr}/30", "dev", dev)
-            sh("ip", "netns", "exec", ns, "ip", "link", "set", dev, "up")
+    with namespaces(link.a, link.b):
+        veth((link.a, link.dev_a, link.addr_a), (link.b, link.dev_b, link.addr_b), prefix=30)
         yield link
-    finally:
-        for ns in (link.a, link.b):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
 
 
 @dataclass
@@ -145,19 +122,30 @@ def chained_namespaces(subnet: int = 236) -> Iterator[Chain]:
         (chain.phone, chain.phone_addr, chain.friend, chain.friend_phone_side),
         (chain.friend, chain.friend_home_side, chain.home, chain.home_addr),
     )
-    try:
-        for ns in (chain.phone, chain.friend, chain.home):
-            sh("ip", "netns", "add", ns)
-            sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+    with namespaces(chain.phone, chain.friend, chain.home):
         sh("ip", "netns", "exec", chain.friend, "sysctl", "-qw", "net.ipv4.ip_forward=0")
         for i, (ns_a, addr_a, ns_b, addr_b) in enumerate(links):
-            dev_a, dev_b = f"c{i}a{tag}", f"c{i}b{tag}"
-            sh("ip", "link", "add", dev_a, "netns", ns_a, "type", "veth", "peer", "name", dev_b,
-               "netns", ns_b)  # fmt: skip
-            for ns, dev, addr in ((ns_a, dev_a, addr_a), (ns_b, dev_b, addr_b)):
-                sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{addr}/24", "dev", dev)
-                sh("ip", "netns", "exec", ns, "ip", "link", "set", dev, "up")
+            veth((ns_a, f"c{i}a{tag}", addr_a), (ns_b, f"c{i}b{tag}", addr_b), prefix=24)
         yield chain
+
+
+@contextmanager
+def namespaces(*names: str) -> Iterator[None]:
+    """Network namespaces with loopback up, deleted (with their veths) at the end."""
+    try:
+        for ns in names:
+            sh("ip", "netns", "add", ns)
+            sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+        yield
     finally:
-        for ns in (chain.phone, chain.friend, chain.home):
+        for ns in names:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
+
+
+def veth(a: tuple[str, str, str], b: tuple[str, str, str], prefix: int) -> None:
+    """A veth pair between two namespaces: each end (namespace, device, address) up."""
+    sh("ip", "link", "add", a[1], "netns", a[0], "type", "veth", "peer", "name", b[1],
+       "netns", b[0])  # fmt: skip
+    for ns, dev, addr in (a, b):
+        sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{addr}/{prefix}", "dev", dev)
+        sh("ip", "netns", "exec", ns, "ip", "link", "set", dev, "up")

@@ -28,6 +28,27 @@ def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return result
 
 
+def wait_ready(proc: subprocess.Popen[str], ready: Path, timeout: float = 60.0) -> dict:
+    """What a starting process wrote to its ready file, once it is there; the process
+    must stay up meanwhile."""
+    deadline = time.monotonic() + timeout
+    while not ready.exists():
+        assert proc.poll() is None, f"{proc.args} exited with {proc.returncode}"
+        assert time.monotonic() < deadline, f"{proc.args} did not become ready"
+        time.sleep(0.05)
+    return json.loads(ready.read_text())
+
+
+def wait_until(predicate, what: str, timeout: float = 30.0):  # type: ignore[no-untyped-def]
+    """The first truthy value of `predicate()`, polled for at most `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
 @dataclass
 class RunningNode:
     home: Path
@@ -44,7 +65,16 @@ class RunningNode:
         return json.loads(cli("hearth-node", "status", "--json", "--home", str(self.home)).stdout)
 
 
-def start_node(processes, home: Path, *extra: str, config: str = "") -> RunningNode:
+def start_node(
+    processes,
+    home: Path,
+    *extra: str,
+    config: str = "",
+    prefix: tuple[str, ...] = (),
+    listen: tuple[str, ...] = ("/ip4/127.0.0.1/tcp/0",),
+) -> RunningNode:
+    """`hearth-node serve` for `home` (made if new), started under `prefix` (say, `ip
+    netns exec NS`), listening on `listen` plus whatever `extra` adds."""
     if not (home / "identity.key").exists():
         cli("hearth-node", "init", "--home", str(home), "--name", "home")
     if config:
@@ -52,24 +82,19 @@ def start_node(processes, home: Path, *extra: str, config: str = "") -> RunningN
     ready = home / "ready.json"
     ready.unlink(missing_ok=True)
     proc = processes.spawn(
+        *prefix,
         str(BIN / "hearth-node"),
         "serve",
         "--home",
         str(home),
-        "--listen",
-        "/ip4/127.0.0.1/tcp/0",
+        *(arg for addr in listen for arg in ("--listen", addr)),
         "--no-mdns",
         "--ready-file",
         str(ready),
         *extra,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 60
-    while not ready.exists():
-        assert proc.poll() is None, f"hearth-node serve exited with {proc.returncode}"
-        assert time.monotonic() < deadline, "hearth-node serve did not become ready"
-        time.sleep(0.05)
-    info = json.loads(ready.read_text())
+    info = wait_ready(proc, ready)
     return RunningNode(home, proc, info["peer_id"], info["addrs"])
 
 

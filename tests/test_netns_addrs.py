@@ -3,12 +3,10 @@ network namespace the test makes), not whatever its host name resolves to."""
 
 from __future__ import annotations
 
-import json
 import subprocess
-import time
 
 from .netns import linked_namespaces, requires_netns
-from .nodes import BIN, cli
+from .nodes import BIN, cli, wait_ready
 
 
 @requires_netns
@@ -22,10 +20,6 @@ def test_a_wildcard_listener_reports_its_interface_addresses(tmp_path, processes
             "--listen", "/ip4/0.0.0.0/tcp/4001", "--no-mdns", "--ready-file", str(ready),
             stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        deadline = time.monotonic() + 60
-        while not ready.exists():
-            assert node.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
-        addrs = json.loads(ready.read_text())["addrs"]
+        addrs = wait_ready(node, ready)["addrs"]
     assert addrs[0].startswith(f"/ip4/{link.addr_a}/tcp/4001/p2p/"), addrs
     assert all("0.0.0.0" not in a for a in addrs)

@@ -9,6 +9,7 @@ import time
 from hearth.protocol.transport.probe import lay_out_homes
 
 from .netns import linked_namespaces, requires_netns
+from .nodes import wait_ready
 
 
 @requires_netns
@@ -26,11 +27,7 @@ def test_silent_link_loss_is_noticed_within_the_keepalive_bound(tmp_path, proces
             "--ready-file",
             str(tmp_path / "ready.json"),
         )
-        deadline = time.monotonic() + 30
-        while not (tmp_path / "ready.json").exists():
-            assert server.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
-        peer_id = json.loads((tmp_path / "ready.json").read_text())["peer_id"]
+        peer_id = wait_ready(server, tmp_path / "ready.json", 30)["peer_id"]
         watcher = processes.spawn(
             *link.exec_in(link.b),
             *probe,

@@ -7,13 +7,12 @@ import datetime as dt
 import json
 import subprocess
 import sys
-import time
 
 from hearth.protocol.transport.discovery import SERVICE_TYPE, day_tag
 from hearth.protocol.transport.keys import SwarmKeys
 
 from .netns import linked_namespaces, requires_netns, sh
-from .nodes import BIN, cli
+from .nodes import BIN, cli, wait_ready
 
 BROWSE = """
 import json, sys, time
@@ -56,10 +55,7 @@ def test_node_advertises_a_day_tag_and_nothing_static(tmp_path, processes) -> No
             str(home / "ready.json"),
             stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 60
-        while not (home / "ready.json").exists():
-            assert node.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_ready(node, home / "ready.json")
         browse = subprocess.run(
             [*link.exec_in(link.b), sys.executable, "-c", BROWSE, link.addr_b, SERVICE_TYPE],
             capture_output=True,
@@ -104,10 +100,7 @@ def test_a_phone_finds_its_node_on_mdns_when_the_address_book_is_stale(
             str(home / "ready.json"),
         ]
         node = processes.spawn(*link.exec_in(link.a), *serve, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
-        while not (home / "ready.json").exists():
-            assert node.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_ready(node, home / "ready.json")
         invite = cli("hearth-node", "invite", "--json", "--home", str(home)).stdout
         run = [*link.exec_in(link.b), str(BIN / "hearth")]
         subprocess.run(

@@ -6,35 +6,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from pathlib import Path
 
 from .netns import Chain, chained_namespaces, requires_netns, sh
-from .nodes import BIN, cli
+from .nodes import BIN, cli, start_node, wait_until
 
 PHONE_ENV = {**os.environ, "HEARTH_NO_MDNS": "1"}
-
-
-def serve_in(processes, chain: Chain, ns: str, home: Path, *args: str) -> dict:
-    ready = home / "ready.json"
-    ready.unlink(missing_ok=True)
-    proc = processes.spawn(
-        *chain.exec_in(ns),
-        str(BIN / "hearth-node"),
-        "serve",
-        "--home",
-        str(home),
-        "--no-mdns",
-        "--ready-file",
-        str(ready),
-        *args,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 60
-    while not ready.exists():
-        assert proc.poll() is None and time.monotonic() < deadline, "node did not start"
-        time.sleep(0.05)
-    return {"proc": proc, **json.loads(ready.read_text())}
 
 
 def phone_cli(chain: Chain, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -52,23 +29,14 @@ def node_status(home: Path) -> dict:
     return json.loads(cli("hearth-node", "status", "--json", "--home", str(home)).stdout)
 
 
-def wait_for(predicate, what: str, timeout: float = 30.0):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @requires_netns
 def test_the_phone_reaches_home_through_a_relay_friend(tmp_path, processes, tiny_models) -> None:
     home, friend, phone = tmp_path / "home", tmp_path / "friend", tmp_path / "phone"
     cli("hearth-node", "init", "--home", str(home), "--name", "home")
     with chained_namespaces(subnet=236) as chain:
-        serve_in(processes, chain, chain.home, home, "--model", str(tiny_models[0]),
-                 "--listen", f"/ip4/{chain.home_addr}/tcp/4001")  # fmt: skip
+        start_node(processes, home, "--model", str(tiny_models[0]),
+                   prefix=tuple(chain.exec_in(chain.home)),
+                   listen=(f"/ip4/{chain.home_addr}/tcp/4001",))  # fmt: skip
         uri = json.loads(
             cli("hearth-node", "invite", "--json", "--role", "friend", "--home", str(home)).stdout
         )["uri"]
@@ -77,17 +45,15 @@ def test_the_phone_reaches_home_through_a_relay_friend(tmp_path, processes, tiny
              "--name", "friend", "--home", str(friend)],
             input=uri + "\n", capture_output=True, text=True, timeout=120, check=True,
         )  # fmt: skip
-        relay = serve_in(processes, chain, chain.friend, friend,
-                         "--listen", f"/ip4/{chain.friend_phone_side}/tcp/4002",
-                         "--listen", f"/ip4/{chain.friend_home_side}/tcp/4002")  # fmt: skip
+        relay = start_node(processes, friend, prefix=tuple(chain.exec_in(chain.friend)),
+                           listen=(f"/ip4/{chain.friend_phone_side}/tcp/4002",
+                                   f"/ip4/{chain.friend_home_side}/tcp/4002"))  # fmt: skip
         # the friend dials home on start; home learns its addresses and reserves a slot
-        relays = wait_for(
-            lambda: (
-                (r := node_status(home)["relays"]).get(relay["peer_id"], {}).get("circuits") and r
-            ),
+        relays = wait_until(
+            lambda: (r := node_status(home)["relays"]).get(relay.peer_id, {}).get("circuits") and r,
             "a reservation on the relay",
         )
-        assert all("/p2p-circuit/" in c for c in relays[relay["peer_id"]]["circuits"])
+        assert all("/p2p-circuit/" in c for c in relays[relay.peer_id]["circuits"])
 
         assert phone_cli(chain, "init", "--home", str(phone)).returncode == 0
         with chain.route_through_friend():  # paired at home, on the LAN
@@ -115,12 +81,12 @@ def test_the_phone_reaches_home_through_a_relay_friend(tmp_path, processes, tiny
         assert status["nodes"][0]["reachable"], status
 
         # the relay goes away: home says why, and the phone is told it cannot reach home
-        relay["proc"].kill()
-        relay["proc"].wait(timeout=30)
-        reason = wait_for(
+        relay.proc.kill()
+        relay.proc.wait(timeout=30)
+        reason = wait_until(
             lambda: next(
                 (p["reason"] for p in node_status(home)["peers"]
-                 if p["peer_id"] == relay["peer_id"] and "relay reservation failed" in p["reason"]),
+                 if p["peer_id"] == relay.peer_id and "relay reservation failed" in p["reason"]),
                 None,
             ),
             "the relay's reservation to be reported lost",

@@ -15,8 +15,8 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 import trio
 
-from .nodes import BIN, cli, start_node
-from .test_swarm import node_json, subprocess_join, wait_until
+from .nodes import BIN, cli, start_node, wait_until
+from .test_swarm import node_json, subprocess_join
 
 DOCS = {
     "hearth.md": "# Hearth relays\nFriends relay the phone's connection home over libp2p.",

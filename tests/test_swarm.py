@@ -13,7 +13,7 @@ from hearth.protocol.transport.rostersync import ROSTER_PROTOCOL
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import RosterUpdate
 
-from .nodes import BIN, cli, pair_phone, start_node
+from .nodes import BIN, cli, pair_phone, start_node, wait_until
 from .test_companion import hearth
 
 
@@ -167,15 +167,6 @@ def test_three_nodes_converge_after_concurrent_changes(processes, tmp_path) -> N
     assert roles[b] == ["relay", "search-exit", "search-relay"]
     assert phone.key is not None and len(roles) == 4
     assert converged[0] == converged[1] == converged[2]
-
-
-def wait_until(predicate, what: str, timeout: float = 30.0):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_an_open_session_survives_a_revocation_and_key_rotation(

@@ -6,7 +6,6 @@ import json
 import os
 import secrets
 import signal
-import time
 
 import pytest
 import trio
@@ -20,6 +19,7 @@ from hearth.protocol.wire.identity import peer_id_of
 from hearth.protocol.wire.messages import Health, HealthRequest
 
 from .conftest import last_json
+from .nodes import wait_ready
 
 
 @pytest.fixture
@@ -29,12 +29,7 @@ def swarm(tmp_path, processes):
     server = processes.probe(
         "serve", str(homes["node"]), "--ready-file", str(tmp_path / "ready.json")
     )
-    deadline = time.monotonic() + 30
-    while not (tmp_path / "ready.json").exists():
-        assert server.poll() is None, "node process died"
-        assert time.monotonic() < deadline, "node did not start"
-        time.sleep(0.05)
-    ready = json.loads((tmp_path / "ready.json").read_text())
+    ready = wait_ready(server, tmp_path / "ready.json", 30)
     return homes, server, ready["peer_id"], ready["addrs"][0]
 
 
