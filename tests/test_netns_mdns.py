@@ -121,8 +121,8 @@ def test_a_phone_finds_its_node_on_mdns_when_the_address_book_is_stale(
         )
         node_id = json.loads((home / "ready.json").read_text())["peer_id"]
         book = AddressBook(phone)
-        book.entries[node_id] = [f"/ip4/{link.addr_a}/tcp/4999/p2p/{node_id}"]  # stale
-        book.remember(node_id, [])
+        book.entries[node_id] = []  # only a stale address is left
+        book.remember(node_id, [f"/ip4/{link.addr_a}/tcp/4999/p2p/{node_id}"])
         asked = subprocess.run(
             [*run, "ask", "hello", "--route", "remote", "--json", "--home", str(phone)],
             capture_output=True,

@@ -30,5 +30,8 @@ class AddressBook:
     def remember(self, peer_id: str, addrs: list[str]) -> None:
         """Put `addrs` first for `peer_id` (they just worked, or were just learned)."""
         known = [a for a in self.entries.get(peer_id, []) if a not in addrs]
-        self.entries[peer_id] = (list(addrs) + known)[:16]
+        updated = (list(addrs) + known)[:16]
+        if updated == self.entries.get(peer_id):
+            return  # nothing new: no write on every connect
+        self.entries[peer_id] = updated
         write_secret(self.path, json.dumps(self.entries, indent=1).encode())
