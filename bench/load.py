@@ -52,6 +52,16 @@ from offload import (  # noqa: E402
 from hearth.protocol.model.grammar import tool_grammar  # noqa: E402
 
 
+def summary(latencies: list[float], errors: dict[str, int], wall: float) -> dict:
+    """What one load run did: sessions completed, per second, p99 latency, errors."""
+    return {
+        "completed": len(latencies),
+        "per_s": len(latencies) / wall,
+        "p99_ms": p99(latencies) * 1000,
+        "errors": errors,
+    }
+
+
 def p99(values: list[float]) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(len(values) * 0.99))] if values else 0.0
@@ -94,12 +104,7 @@ async def hearth_load(homes: list[Path], node: dict) -> dict:
             for i, host in enumerate(hosts):
                 tg.start_soon(one, i, host)
         wall = time.perf_counter() - started
-    return {
-        "completed": len(latencies),
-        "per_s": len(latencies) / wall,
-        "p99_ms": p99(latencies) * 1000,
-        "errors": errors,
-    }
+    return summary(latencies, errors, wall)
 
 
 async def reference_load(port: int, count: int) -> dict:
@@ -131,12 +136,7 @@ async def reference_load(port: int, count: int) -> dict:
             for _ in range(count):
                 tg.start_soon(one)
         wall = time.perf_counter() - started
-    return {
-        "completed": len(latencies),
-        "per_s": len(latencies) / wall,
-        "p99_ms": p99(latencies) * 1000,
-        "errors": errors,
-    }
+    return summary(latencies, errors, wall)
 
 
 def main() -> None:

@@ -21,13 +21,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from statistics import median, quantiles
+from statistics import median
 
 from hearth.protocol.model.tiny import make_tiny
 
 HERE = Path(__file__).parent
 BIN = Path(sys.executable).parent
 sys.path.insert(0, str(HERE))
+from connect import stats  # noqa: E402
 from offload import start_node, start_reference  # noqa: E402
 
 REF_COLD = """
@@ -44,8 +45,17 @@ with httpx.stream("POST", sys.argv[1] + "/v1/chat/completions", timeout=60, json
 """
 
 
-def p90(values: list[float]) -> float:
-    return quantiles(values, n=10)[-1] if len(values) > 1 else values[0]
+def side_by_side(ours: list[float], reference: list[float]) -> dict[str, float | int]:
+    """Medians, p90s, ratio and runs of two sample sets measured in the same run."""
+    o, r = stats(ours), stats(reference)
+    return {
+        "hearth": o["median"],
+        "reference": r["median"],
+        "hearth_p90": o["p90"],
+        "reference_p90": r["p90"],
+        "ratio": o["median"] / r["median"],
+        "runs": o["runs"],
+    }
 
 
 def rss_kb(pid: int) -> int:
@@ -164,14 +174,7 @@ def main() -> None:
                     check=True,
                 )
                 ref_cold.append(float(out.stdout.strip()))
-            report["cold start: process start → first token, s"] = {
-                "hearth": median(cold),
-                "reference": median(ref_cold),
-                "hearth_p90": p90(cold),
-                "reference_p90": p90(ref_cold),
-                "ratio": median(cold) / median(ref_cold),
-                "runs": args.runs,
-            }
+            report["cold start: process start → first token, s"] = side_by_side(cold, ref_cold)
             node_rss = rss_kb(node.pid)
             ref_rss = rss_kb(procs[0].pid)
             companion_rss = peak_rss_kb(*ask, "--route", "local")
@@ -187,17 +190,12 @@ def main() -> None:
             node.wait()
             failover = [timed(*ask, "--route", "auto") for _ in range(args.runs)]
             report["failover: node killed → local answer (whole command), s"] = {
-                "hearth": median(failover),
-                "reference": median(local),
-                "hearth_p90": p90(failover),
-                "reference_p90": p90(local),
-                "ratio": median(failover) / median(local),
-                "runs": args.runs,
+                **side_by_side(failover, local),
                 "reference_is": "hearth ask --route local with the node up",
             }
             report["pairing: invite → pair complete (whole command), s"] = {
                 "hearth": median(pair_s),
-                "hearth_p90": p90(pair_s),
+                "hearth_p90": stats(pair_s)["p90"],
                 "runs": args.runs,
             }
         finally:
