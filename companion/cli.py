@@ -6,16 +6,46 @@ llama.cpp: heavy imports happen inside the commands that need them.
 
 from __future__ import annotations
 
+import json
+import os
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import typer
+from hearth.protocol.console import hold_interrupts
 
-from hearth.protocol.console import emit, reporting, resolve_home
+hold_interrupts()  # a Ctrl-C while the command line loads is reported once it can be
+
+import typer  # noqa: E402
+
+from hearth.protocol.console import (  # noqa: E402
+    add_version,
+    cell,
+    emit,
+    plain,
+    read_uri,
+    reporting,
+    resolve_home,
+    run_cli,
+)
+
+if TYPE_CHECKING:
+    import anyio
+
+CANCEL_GRACE_S = 0.5  # after Ctrl-C, for the node to hear "cancel" before the phone hangs up
+CANCEL_BOUND_S = 1.8  # after Ctrl-C, the most a request may take to end (the contract says 2 s)
+TAMPERED = 11  # `hearth audit --verify`: the log was changed (1 stays `internal`, a bug)
 
 app = typer.Typer(help="Hearth companion: your phone's private assistant.", no_args_is_help=True)
 models_app = typer.Typer(help="Tiny test models and real model downloads.", no_args_is_help=True)
+config_app = typer.Typer(
+    help="The phone's settings (model, api_port, limits.*), validated.", no_args_is_help=True
+)
 app.add_typer(models_app, name="models")
+app.add_typer(config_app, name="config")
+add_version(app)
 
 HomeOption = Annotated[
     Path | None, typer.Option("--home", help="State directory (env HEARTH_HOME).")
@@ -51,14 +81,15 @@ def pair(
     as_json: JsonOption = False,
 ) -> None:
     """Pair this phone with a home node (a one-time invite from `hearth-node invite`)."""
-    from hearth.protocol.transport.host import quiet_libp2p
-    from hearth.protocol.transport.keys import load_identity
-    from hearth.protocol.transport.pairing import pair_home
-
     with reporting(as_json):
-        quiet_libp2p()
         directory = _home(home)
-        result, roster = pair_home(directory, uri, load_identity(directory), name, "phone")
+        invite = read_uri(uri)
+        from hearth.protocol.transport.host import quiet_libp2p
+        from hearth.protocol.transport.keys import load_identity
+        from hearth.protocol.transport.pairing import pair_home
+
+        quiet_libp2p()
+        result, roster = pair_home(directory, invite, load_identity(directory), name, "phone")
         payload = {
             "peer_id": result.member,
             "node": result.node,
@@ -78,77 +109,105 @@ def pair(
 @app.command()
 def ask(
     text: Annotated[str, typer.Argument(help="What you want done.")],
-    route: Annotated[str, typer.Option(help="auto, local or remote.")] = "auto",
-    tool_choice: Annotated[
-        str, typer.Option(help="auto, required (act: plan tool calls) or none (answer in text).")
+    route: Annotated[
+        Literal["auto", "local", "remote"],
+        typer.Option(help="auto; local (the phone's model, the home is not dialled); remote."),
     ] = "auto",
-    yes: Annotated[bool, typer.Option("--yes", help="Confirm what may be confirmed.")] = False,
+    tool_choice: Annotated[
+        Literal["auto", "required", "none"],
+        typer.Option(help="auto, required (act: plan tool calls) or none (answer in text)."),
+    ] = "auto",
+    yes: Annotated[
+        bool, typer.Option("--yes", help="Confirm what may be confirmed (never tainted steps).")
+    ] = False,
     no: Annotated[bool, typer.Option("--no", help="Decline every confirmation.")] = False,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Route, plan, execute on the phone, answer."""
+    """Route, plan, execute on the phone, answer. Exit 8 when a step was refused, 130 on
+    Ctrl-C (the node is told to stop)."""
+    with reporting(as_json):
+        import trio
+
+        from hearth.companion.confirm import Scripted, Terminal
+        from hearth.companion.phone import Phone
+        from hearth.companion.terminal import QuietWhileAsking, StreamingAnswer
+        from hearth.protocol.wire.errors import ErrorCode, HearthError
+
+        if yes and no:
+            raise HearthError(ErrorCode.INVALID_INPUT, "--yes and --no exclude each other")
+        with StreamingAnswer() as view:
+            confirmer = QuietWhileAsking(Scripted(False) if no else Terminal(yes=yes), view)
+            phone = Phone(_home(home), confirmer)
+
+            async def request(cancel: anyio.Event) -> dict[str, Any]:
+                return await phone.ask(text, route, view.add, cancel, tool_choice=tool_choice)
+
+            payload = trio.run(until_interrupted, request, as_json)
+
+        def render() -> None:
+            from hearth.companion.terminal import ask_outcome, print_lines
+
+            print_lines(ask_outcome(payload))
+            for w in payload.get("warnings", []):  # MCP servers left out, tools refused
+                typer.echo(f"warning: {plain(w['message'])}", err=True)
+
+        emit(as_json, payload, render)
+        steps = [step for plan in payload["plans"] for step in plan["steps"]]
+        if any(step["status"] == "refused" for step in steps):
+            raise SystemExit(ErrorCode.PLAN_REJECTED.exit_status)
+
+
+async def until_interrupted(
+    request: Callable[[anyio.Event], Awaitable[dict[str, Any]]], as_json: bool
+) -> dict[str, Any]:
+    """`request(cancel)`; on Ctrl-C `cancel` is set (the node is told to stop), and after
+    `CANCEL_GRACE_S` the request is cut off. Either way the outcome is `cancelled`, within
+    `CANCEL_BOUND_S` even when a worker thread is stuck in C code (loading a model)."""
     import signal
-    import sys
 
     import anyio
     import trio
 
-    from hearth.companion.confirm import Scripted, Terminal
-    from hearth.companion.phone import Phone
-    from hearth.protocol.wire.errors import ErrorCode, HearthError
+    from hearth.protocol.console import CANCELLED, report
 
-    with reporting(as_json):
-        if route not in ("auto", "local", "remote"):
-            raise HearthError(ErrorCode.INVALID_INPUT, "--route is auto, local or remote")
-        if tool_choice not in ("auto", "required", "none"):
-            raise HearthError(ErrorCode.INVALID_INPUT, "--tool-choice is auto, required or none")
-        if yes and no:
-            raise HearthError(ErrorCode.INVALID_INPUT, "--yes and --no exclude each other")
-        confirmer = Scripted(False) if no else Terminal(yes=yes)
-        phone = Phone(_home(home), confirmer)
+    def give_up() -> None:
+        report(as_json, CANCELLED)
+        os._exit(CANCELLED.exit_status)
 
-        async def main() -> dict:
-            cancel = anyio.Event()
+    cancel = anyio.Event()
+    result: dict[str, Any] | None = None
+    backstop = threading.Timer(CANCEL_BOUND_S, give_up)
+    backstop.daemon = True
+    with trio.open_signal_receiver(signal.SIGINT) as interrupts, _cancelling(backstop):
+        async with trio.open_nursery() as nursery:
 
-            async def show(piece: str) -> None:
-                sys.stderr.write(piece)
-                sys.stderr.flush()
+            async def on_interrupt() -> None:
+                async for _ in interrupts:
+                    cancel.set()
+                    backstop.start()
+                    await trio.sleep(CANCEL_GRACE_S)
+                    nursery.cancel_scope.cancel()
 
-            async def on_sigint(scope: trio.CancelScope) -> None:
-                with trio.open_signal_receiver(signal.SIGINT) as signals:
-                    async for _ in signals:
-                        cancel.set()  # the node is told to stop
-                        await trio.sleep(0.5)
-                        scope.cancel()
-                        return
+            nursery.start_soon(on_interrupt)
+            try:
+                result = await request(cancel)
+            except Exception as exc:
+                if cancel.is_set():  # whatever the cut-off request raised
+                    raise CANCELLED from exc
+                raise
+            nursery.cancel_scope.cancel()
+    if cancel.is_set() or result is None:
+        raise CANCELLED
+    return result
 
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(on_sigint, nursery.cancel_scope)
-                result = await phone.ask(
-                    text,
-                    route,
-                    show,
-                    cancel,  # type: ignore[arg-type]
-                    tool_choice=tool_choice,
-                )
-                nursery.cancel_scope.cancel()
-                return result
 
-        payload = trio.run(main)
-        sys.stderr.write("\n")
-
-        def render() -> None:
-            from rich.console import Console
-
-            console = Console()
-            console.print(f"[dim]{payload['route']}: {payload['reason']}[/]")
-            for plan in payload["plans"]:
-                for step in plan["steps"]:
-                    console.print(f"  {step['id']} {step['tool']}: {step['status']}")
-            console.print(payload["answer"])
-
-        emit(as_json, payload, render)
+@contextmanager
+def _cancelling(timer: threading.Timer) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 @app.command()
@@ -163,97 +222,118 @@ def tools(home: HomeOption = None, as_json: JsonOption = False) -> None:
         directory = _home(home)
         registry, servers = load_tools(directory, read_config(directory))
 
-        async def listing() -> list[dict]:
-            async with mounted(servers, registry):
-                return registry.manifest()
+        async def listing() -> tuple[list[dict], list[dict]]:
+            async with mounted(servers, registry, directory / "logs") as warnings:
+                return registry.manifest(), [w.model_dump(mode="json") for w in warnings]
 
-        manifest = trio.run(listing)
+        manifest, warnings = trio.run(listing)
 
         def render() -> None:
             from rich.console import Console
             from rich.table import Table
 
             table = Table("tool", "tier", "control args", "private", "description")
-            for t in manifest:
+            for t in manifest:  # names and descriptions may come from an MCP server
                 table.add_row(
-                    t["name"],
-                    t["tier"],
-                    ", ".join(t["control_args"]),
+                    cell(t["name"]),
+                    cell(t["tier"]),
+                    cell(", ".join(t["control_args"])),
                     "yes" if t["private"] else "",
-                    registry.tools[t["name"]].description,
+                    cell(registry.tools[t["name"]].description),
                 )
             Console().print(table)
+            for w in warnings:  # servers left out, tools refused
+                typer.echo(f"warning: {plain(w['message'])}", err=True)
 
-        emit(as_json, {"tools": manifest}, render)
+        emit(as_json, {"tools": manifest, "warnings": warnings}, render)
 
 
 @app.command()
 def audit(
     verify: Annotated[
-        bool, typer.Option("--verify", help="Check the hash chain and head.")
+        bool,
+        typer.Option(
+            "--verify", help=f"Check the hash chain and head (exit {TAMPERED} if tampered with)."
+        ),
     ] = False,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """The audit log of every executor decision (and whether it is intact)."""
-    from hearth.companion.audit import AuditLog
-
     with reporting(as_json):
-        log = AuditLog(_home(home))
-        records = log.records()
-        verified, problem = log.verify() if verify else (None, "")
-        payload = {"records": records, "verified": verified}
+        import sqlite3
+
+        from hearth.companion.audit import AuditLog
+
+        try:
+            log = AuditLog(_home(home))
+            records = log.records()
+            verified, problem = log.verify() if verify else (None, "")
+        except sqlite3.DatabaseError as exc:
+            if not verify or isinstance(exc, sqlite3.OperationalError):
+                raise
+            records, verified, problem = [], False, f"the audit database is unreadable ({exc})"
+        payload: dict[str, Any] = {"records": records, "verified": verified}
         if problem:
             payload["problem"] = problem
 
         def render() -> None:
             from rich.console import Console
             from rich.table import Table
+            from rich.text import Text
 
             table = Table("seq", "plan", "step", "decision", "outcome", "reason")
-            for r in records:
+            for r in records:  # reasons quote planners, tools and peers
                 table.add_row(
-                    str(r["seq"]),
-                    r["plan_id"][:12],
-                    r["step"],
-                    r["decision"],
-                    r["outcome"],
-                    r["reason"],
+                    cell(r["seq"]),
+                    cell(str(r["plan_id"])[:12]),
+                    cell(r["step"]),
+                    cell(r["decision"]),
+                    cell(r["outcome"]),
+                    cell(r["reason"]),
                 )
             console = Console()
             console.print(table)
-            if verify:
-                console.print("chain verified" if verified else f"[red]TAMPERED[/]: {problem}")
+            if verified:
+                console.print("chain verified")
+            elif verify:
+                console.print(Text.assemble(("TAMPERED", "bold red"), f": {plain(problem)}"))
 
         emit(as_json, payload, render)
         if verify and not verified:
-            raise SystemExit(1)
+            raise SystemExit(TAMPERED)
 
 
 @app.command()
 def status(home: HomeOption = None, as_json: JsonOption = False) -> None:
     """Paired nodes: reachable or not and why, latency, their model."""
-    import trio
-
-    from hearth.companion.confirm import Scripted
-    from hearth.companion.phone import Phone
-
     with reporting(as_json):
+        import trio
+
+        from hearth.companion.confirm import Scripted
+        from hearth.companion.phone import Phone
+
         payload = trio.run(Phone(_home(home), Scripted(None)).status)
 
         def render() -> None:
             from rich.console import Console
             from rich.table import Table
 
+            if not payload["nodes"]:
+                typer.echo(
+                    f"Phone {payload['peer_id']} is not paired with a home node yet: run "
+                    "`hearth-node invite` on the home PC, then `hearth pair -` here."
+                )
+                return
             table = Table("node", "name", "reachable", "latency ms", "model", "reason")
-            for n in payload["nodes"]:
+            for n in payload["nodes"]:  # names, models and reasons come from peers
                 table.add_row(
-                    n["peer_id"],
-                    n["name"],
+                    cell(n["peer_id"]),
+                    cell(n["name"]),
                     "yes" if n["reachable"] else "no",
-                    str(n["latency_ms"] or ""),
-                    (n["model"] or {}).get("name", ""),
-                    n["reason"],
+                    cell(n["latency_ms"]),
+                    cell((n["model"] or {}).get("name", "")),
+                    cell(n["reason"]),
                 )
             Console().print(table)
 
@@ -271,24 +351,63 @@ def search(
     as_json: JsonOption = False,
 ) -> None:
     """A private web search routed through friends' nodes (results are untrusted)."""
-    import trio
-
-    from hearth.companion.confirm import Scripted
-    from hearth.companion.phone import Phone
-
     with reporting(as_json):
+        import trio
+
+        from hearth.companion.confirm import Scripted
+        from hearth.companion.phone import Phone
+
         phone = Phone(_home(home), Scripted(None))
         payload = trio.run(phone.search, query, hops, limit)
 
         def render() -> None:
-            for r in payload["results"]:
-                typer.echo(f"{r['title']}\n  {r['url']}\n  {r['snippet']}\n")
+            for r in payload["results"]:  # what the exit found: untrusted text
+                typer.echo(
+                    f"{plain(r['title'], 200)}\n  {plain(r['url'], 200)}\n"
+                    f"  {plain(r['snippet'], 400)}\n"
+                )
             typer.echo(
                 f"{len(payload['results'])} result(s) over {payload['hops']} hops (untrusted)"
                 + (", truncated" if payload["truncated"] else "")
             )
 
         emit(as_json, payload, render)
+
+
+@config_app.command("get")
+def config_get(
+    key: Annotated[str | None, typer.Argument(help="One setting (omit for all).")] = None,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show the settings in force (defaults for what config.toml leaves out)."""
+    from hearth.companion.settings import get_setting, settings_in_force
+
+    with reporting(as_json):
+        directory = _home(home)
+        if key is None:
+            payload = settings_in_force(directory)
+            lines = [f"{k} = {json.dumps(v)}" for k, v in payload.items()]
+        else:
+            payload = {"key": key, "value": get_setting(directory, key)}
+            lines = [json.dumps(payload["value"])]
+        emit(as_json, payload, lambda: typer.echo("\n".join(lines)))
+
+
+@config_app.command("set")
+def config_set(
+    key: Annotated[str, typer.Argument(help="model, api_port or limits.max_steps, …")],
+    value: Annotated[str, typer.Argument(help="The new value (checked before it is saved).")],
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Change one setting in config.toml (the rest of the file is kept)."""
+    from hearth.companion.settings import set_setting
+
+    with reporting(as_json):
+        stored = set_setting(_home(home), key, value)
+        payload = {"key": key, "value": stored}
+        emit(as_json, payload, lambda: typer.echo(f"{key} = {json.dumps(stored)}"))
 
 
 @models_app.command("make-tiny")
@@ -326,13 +445,22 @@ def pull(
 
 
 @app.command()
-def demo() -> None:
-    """Run what Hearth has so far, end to end on loopback, in temporary homes."""
+def demo(
+    model: Annotated[
+        Path | None,
+        typer.Option(help="A real GGUF for the node and the phone (default: tiny test models)."),
+    ] = None,
+) -> None:
+    """The end-to-end walk-through on loopback, in temporary homes: every command shown."""
     from hearth.companion.demo import run_demo
 
     with reporting(False):
-        run_demo()
+        if model is not None and not model.is_file():
+            from hearth.protocol.wire.errors import ErrorCode, HearthError
+
+            raise HearthError(ErrorCode.INVALID_INPUT, f"no model file at {model}")
+        run_demo(model)
 
 
 def main() -> None:
-    app()
+    run_cli(app)

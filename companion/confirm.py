@@ -1,7 +1,11 @@
 """Confirmations: one small interface, a terminal prompt, and `--yes`/`--no` for scripts.
 
 A confirmation that cannot be asked (no terminal) is a refusal, never a yes; `--yes`
-never covers a control argument that untrusted input could have chosen.
+never covers a control argument that untrusted input could have chosen. What the
+user is shown is plain text: planner, tool and web text is never interpreted as
+markup or terminal escapes, control characters are made visible, and a long value
+ends in "…(N more characters)" until the user answers `?` to see it whole. The
+prompt goes to the terminal (stderr), never to stdout.
 """
 
 from __future__ import annotations
@@ -12,6 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio
+
+from hearth.protocol.console import plain
+
+SHOWN_CHARS = 200  # of each value, before "…(N more characters)"
+MAX_PROMPTS = 10  # answers that are neither yes nor no before the question is refused
 
 
 @dataclass(frozen=True)
@@ -25,13 +34,26 @@ class Confirmation:
     arguments: dict[str, Any] = field(default_factory=dict)
     tainted: dict[str, str] = field(default_factory=dict)  # control argument -> its source
 
-    def text(self) -> str:
-        lines = [self.summary]
-        if self.tool:
-            lines.append(f"  {self.tool}({json.dumps(self.arguments, ensure_ascii=False)})")
+    def text(self, limit: int | None = SHOWN_CHARS) -> str:
+        """The question as plain text; `limit=None` shows every value whole. Warnings
+        about untrusted control arguments come first, so no value can hide them."""
+        lines = [_line(self.summary, limit)]
         for arg, source in self.tainted.items():
-            lines.append(f"  ! {arg!r} may come from untrusted input: {source}")
+            lines.append(
+                f"  ! {_line(arg, limit)} may come from untrusted input: {_line(source, limit)}"
+            )
+        if self.tool:
+            lines.append(f"  {_line(self.tool, limit)} with:")
+        for arg, value in self.arguments.items():
+            lines.append(
+                f"    {_line(arg, limit)} = {_line(json.dumps(value, ensure_ascii=False), limit)}"
+            )
         return "\n".join(lines)
+
+
+def _line(text: str, limit: int | None) -> str:
+    """`text` on one line (a newline shown as `\\n`), so no value can forge a line."""
+    return plain(text.replace("\n", "\\n"), limit)
 
 
 class Confirmer(Protocol):
@@ -63,12 +85,24 @@ class Terminal:
             return True
         if not sys.stdin.isatty():
             return False
+        return await anyio.to_thread.run_sync(ask_on_terminal, request)
 
-        def ask() -> bool:
-            from rich.console import Console
-            from rich.prompt import Confirm
 
-            Console(stderr=True).print(f"[bold yellow]Confirm[/]\n{request.text()}")
-            return Confirm.ask("Go ahead?", default=False)
-
-        return await anyio.to_thread.run_sync(ask)
+def ask_on_terminal(request: Confirmation) -> bool:
+    """Show the question on stderr and read y, n or ? from stdin (a terminal)."""
+    out = sys.stderr
+    out.write(f"\nConfirm\n{request.text()}\n")
+    for _ in range(MAX_PROMPTS):
+        out.write("Go ahead? [y/N, ? shows every value in full] ")
+        out.flush()
+        answer = sys.stdin.readline()
+        if not answer:  # the terminal closed
+            return False
+        answer = answer.strip().lower()
+        if answer == "?":
+            out.write(f"{request.text(limit=None)}\n")
+        elif answer in ("y", "yes"):
+            return True
+        elif answer in ("", "n", "no"):
+            return False
+    return False

@@ -1,16 +1,17 @@
 """`hearth demo`: the end-to-end walk-through, on loopback, in temporary homes.
 
-It makes the tiny models if missing, starts a home node, pairs a phone, runs a
-request planned remotely and executed on the phone with the built-in tools, one
-answered locally, then stops the node and shows the local fallback with its reason.
-Every step is a real `hearth` / `hearth-node` command; every process it starts is
-stopped at the end.
+It starts a home node, pairs a phone, runs a request planned remotely and executed on
+the phone with the built-in tools, one answered locally, then stops the node and shows
+the local fallback with its reason. Every step is a real `hearth` / `hearth-node`
+command, shown before it runs; every process it starts is stopped at the end. It uses
+the tiny random-weight models (made if missing) unless `--model` names a real GGUF.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -21,10 +22,15 @@ from typing import Any
 
 import platformdirs
 from rich.console import Console
+from rich.text import Text
 
+from hearth.protocol.console import plain
 from hearth.protocol.model.tiny import make_tiny
 
+from .terminal import ask_outcome
+
 BIN = Path(sys.executable).parent
+NOISE = "noise from a random-weight model"
 
 
 def models_dir() -> Path:
@@ -32,116 +38,157 @@ def models_dir() -> Path:
     return Path(platformdirs.user_cache_dir("hearth")) / "models"
 
 
-def _run(*args: str, stdin: str | None = None) -> dict[str, Any]:
-    # everything is on loopback: the phone does not browse mDNS on this machine's LAN
-    env = {**os.environ, "HEARTH_NO_MDNS": "1"}
-    result = subprocess.run(
-        [str(BIN / args[0]), *args[1:]],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
-    payload: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
-    return payload
+class Walkthrough:
+    """Runs the demo's commands, showing each as a person would type it."""
 
+    def __init__(self, console: Console, homes: dict[str, Path]) -> None:
+        self.console = console
+        self.homes = homes  # shown as $NAME in the commands
 
-def _show_ask(console: Console, title: str, out: dict[str, Any]) -> None:
-    console.print(f"\n[bold]{title}[/]")
-    if "error" in out:
-        console.print(f"  error: {out['error']['code']}: {out['error']['message']}")
-        return
-    console.print(f"  route: [bold]{out['route']}[/] ({out['reason']})")
-    for plan in out["plans"]:
-        console.print(
-            f"  plan {plan['plan_id'][:8]} signed by {plan['signer'][:16]}…, round {plan['round']}:"
+    def shown(self, args: tuple[str, ...]) -> str:
+        """The command as typed, with `$NAME` for the folders it names."""
+        words = []
+        for arg in args:
+            for name, path in self.homes.items():
+                if arg == str(path) or arg.startswith(f"{path}/"):
+                    arg = f"${name}{arg.removeprefix(str(path))}"
+                    break
+            words.append(arg if arg.startswith("$") else shlex.quote(arg))
+        return " ".join(words)
+
+    def run(self, *args: str, stdin: str | None = None) -> dict[str, Any]:
+        """Run a `--json` command; its one JSON object (an error object too)."""
+        shown = self.shown(args) + (' <<< "$URI"' if stdin else "")
+        self.console.print(Text(f"$ {shown}", style="bold cyan"))
+        # everything is on loopback: the phone does not browse mDNS on this machine's LAN
+        env = {**os.environ, "HEARTH_NO_MDNS": "1"}
+        result = subprocess.run(
+            [str(BIN / args[0]), *args[1:]],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
         )
-        for step in plan["steps"]:
-            args = json.dumps(step["arguments"], ensure_ascii=False)[:70]
-            console.print(f"    {step['id']} {step['tool']}({args}) → {step['status']}")
-    console.print(f"  answer: {out['answer'][:100]!r}")
-    console.print(f"  timings: {out['timings']}")
+        lines = result.stdout.strip().splitlines()
+        if not lines:
+            raise SystemExit(f"{args[0]} printed nothing: {result.stderr.strip()[-500:]}")
+        payload: dict[str, Any] = json.loads(lines[-1])
+        return payload
 
 
-def run_demo() -> None:
-    console = Console()
+def show_ask(console: Console, out: dict[str, Any], noise: bool) -> None:
+    """An ask's outcome; a random-weight model's text is labelled as the noise it is."""
+    if "error" in out:
+        error = out["error"]
+        console.print(Text(plain(f"  error ({error['code']}): {error['message']}")))
+        return
+    for line in ask_outcome(out)[:-1]:  # the answer comes last, labelled
+        console.print(Text("  ") + line)
+    label = f"answer ({NOISE})" if noise else "answer"
+    console.print(Text(f"  {label}: ", style="bold") + Text(plain(out["answer"], 160)))
+    timings = ", ".join(f"{k.removesuffix('_ms')} {v:.0f} ms" for k, v in out["timings"].items())
+    console.print(Text(f"  timings: {timings}", style="dim"))
+
+
+def run_demo(model: Path | None = None) -> None:
+    """The walk-through; `model` is a real GGUF for the node and the phone (default: the
+    tiny random-weight models)."""
+    console = Console(highlight=False)
     console.rule("Hearth demo")
-    console.print(
-        "The tiny models have random weights: their plans are well-formed and "
-        "executed for real, but not sensible.\nFor real answers: "
-        "`hearth models pull botpsy-0.8b` (and `--quant bf16` for the node)."
-    )
-    with console.status("making the tiny test models"):
-        bf16, q4 = make_tiny(models_dir())
+    if model is None:
+        with console.status("making the tiny test models"):
+            node_model, phone_model = make_tiny(models_dir())
+        console.print(
+            "The tiny models have random weights: their plans are well-formed and executed "
+            f"for real, but their text is {NOISE}.\nThe same walk-through with a real model: "
+            "`hearth models pull botpsy-0.8b`, then `hearth demo --model PATH`."
+        )
+    else:
+        node_model = phone_model = model.resolve()
+        console.print(f"Model for the node and the phone: {model}")
     with tempfile.TemporaryDirectory(prefix="hearth-demo-") as tmp:
         node_home, phone_home = Path(tmp) / "node", Path(tmp) / "phone"
-        _run("hearth-node", "init", "--name", "home", "--json", "--home", str(node_home))
-        ready = node_home / "ready.json"
-        node = subprocess.Popen(
-            [
-                str(BIN / "hearth-node"),
-                "serve",
-                "--home",
-                str(node_home),
-                "--model",
-                str(bf16),
-                "--listen",
-                "/ip4/127.0.0.1/tcp/0",
-                "--no-mdns",
-                "--ready-file",
-                str(ready),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        folders = {"NODE": node_home, "PHONE": phone_home, "MODELS": node_model.parent}
+        demo = Walkthrough(console, folders)
+        console.print("\n" + "\n".join(f"{name}={path}" for name, path in folders.items()))
+        demo.run("hearth-node", "init", "--name", "home", "--json", "--home", str(node_home))
+        node = _start_node(demo, node_home, node_model)
         try:
-            deadline = time.monotonic() + 120
-            while not ready.exists():
-                if node.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit("the home node did not start")
-                time.sleep(0.05)
-            info = json.loads(ready.read_text())
-            console.print(f"\nhome node {info['peer_id']} on {info['addrs'][0]}")
-            phone = _run("hearth", "init", "--model", str(q4), "--json", "--home", str(phone_home))
-            uri = _run("hearth-node", "invite", "--json", "--home", str(node_home))["uri"]
-            paired = _run(
-                "hearth", "pair", "-", "--json", "--home", str(phone_home), stdin=uri + "\n"
-            )
-            console.print(
-                f"phone {phone['peer_id']} paired (roles: {paired['roles']}, "
-                f"roster v{paired['roster_version']})"
-            )
-            ask = ("hearth", "ask", "--yes", "--json", "--home", str(phone_home))
-            _show_ask(
-                console,
-                "1. Planned on the home node, executed on the phone",
-                _run(
-                    *ask,
-                    "--route",
-                    "remote",
-                    "--tool-choice",
-                    "required",
-                    "Note that we need milk and remind me tomorrow at 9",
-                ),
-            )
-            _show_ask(
-                console,
-                "2. Answered by the phone's own model",
-                _run(*ask, "--route", "local", "What time is it?"),
-            )
-            node.send_signal(signal.SIGTERM)
-            node.wait(timeout=30)
-            _show_ask(
-                console,
-                "3. Home node stopped: the phone falls back to itself",
-                _run(*ask, "--route", "auto", "Write a note: buy bread"),
-            )
-            audit = _run("hearth", "audit", "--verify", "--json", "--home", str(phone_home))
-            console.print(
-                f"\naudit log: {len(audit['records'])} records, chain verified: {audit['verified']}"
-            )
+            _walk(demo, node, node_home, phone_home, phone_model, noise=model is None)
         finally:
             if node.poll() is None:
                 os.kill(node.pid, signal.SIGKILL)
                 node.wait()
+
+
+def _start_node(demo: Walkthrough, home: Path, model: Path) -> subprocess.Popen[bytes]:
+    ready = home / "ready.json"
+    args = (
+        "hearth-node",
+        "serve",
+        "--home",
+        str(home),
+        "--model",
+        str(model),
+        "--listen",
+        "/ip4/127.0.0.1/tcp/0",
+        "--no-mdns",
+        "--ready-file",
+        str(ready),
+    )
+    demo.console.print(Text(f"$ {demo.shown(args)} &", style="bold cyan"))
+    node = subprocess.Popen(
+        [str(BIN / args[0]), *args[1:]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 120
+    while not ready.exists():
+        if node.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit("the home node did not start")
+        time.sleep(0.05)
+    info = json.loads(ready.read_text())
+    demo.console.print(f"  home node {info['peer_id']} listening on {info['addrs'][0]}")
+    return node
+
+
+def _walk(
+    demo: Walkthrough,
+    node: subprocess.Popen[bytes],
+    node_home: Path,
+    phone_home: Path,
+    model: Path,
+    noise: bool,
+) -> None:
+    console = demo.console
+    phone = demo.run("hearth", "init", "--model", str(model), "--json", "--home", str(phone_home))
+    console.print(f"  phone {phone['peer_id']}")
+    uri = demo.run("hearth-node", "invite", "--json", "--home", str(node_home))["uri"]
+    console.print("  a one-time invite: URI=hearth://pair?…")
+    paired = demo.run("hearth", "pair", "-", "--json", "--home", str(phone_home), stdin=uri + "\n")
+    console.print(
+        f"  paired as {', '.join(paired['roles'])}; roster version {paired['roster_version']}"
+    )
+    ask = ("hearth", "ask", "--yes", "--json", "--home", str(phone_home))
+    walk = [
+        (
+            "1. Planned on the home node, executed on the phone",
+            ("--route", "remote", "--tool-choice", "required"),
+            "Note that we need milk and remind me tomorrow at 9",
+        ),
+        ("2. Answered by the phone's own model", ("--route", "local"), "What time is it?"),
+        (
+            "3. Home node stopped: the phone falls back to itself",
+            ("--route", "auto"),
+            "Write a note: buy bread",
+        ),
+    ]
+    for i, (title, options, request) in enumerate(walk):
+        console.print(Text(f"\n{title}", style="bold"))
+        if i == 2:
+            console.print(Text("$ kill -TERM <the node>", style="bold cyan"))
+            node.send_signal(signal.SIGTERM)
+            node.wait(timeout=30)
+        show_ask(console, demo.run(*ask, *options, request), noise)
+    audit = demo.run("hearth", "audit", "--verify", "--json", "--home", str(phone_home))
+    state = "intact" if audit["verified"] else f"TAMPERED ({audit.get('problem', '')})"
+    console.print(f"  {len(audit['records'])} audit records, hash chain {state}")

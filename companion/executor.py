@@ -1,91 +1,110 @@
 """The executor: a plan is a proposal; the phone decides what runs.
 
-For every step: the tool must be in the phone's own manifest; `$ref` arguments may
-point only at earlier steps listed in `depends_on`; the resolved arguments must fit
-the local schema; then the tier decides (read-only runs, open-world reads may not
-carry private values out, reversible writes need one approval per plan,
-irreversible ones a confirmation per step). Taint (untrusted input) and privacy
-labels flow through `$ref`; a tainted control argument of a sensitive tool forces a
-confirmation naming its source. Every step is journaled before and after, and every
-decision is audited.
+A plan must fit the limits the phone asked for (rounds, steps, deadline). For every
+step: the tool must be in the phone's own manifest; `$ref` arguments may point only
+at earlier steps of the same plan listed in `depends_on`; the resolved arguments
+must fit the local schema; then the tier of the call decides (read-only runs,
+open-world calls may not carry private values out, reversible writes need one
+approval per plan, irreversible ones a confirmation per step).
+
+Every value carries labels (`labels.py`): a literal the planner wrote after the
+session saw untrusted input (or any literal of a friend's planner) is untrusted; a
+`$ref` carries the labels of the result it names; a result or an error carries the
+labels of the arguments that produced it and of its tool. A tainted control
+argument of a sensitive tool forces a confirmation naming its sources. What leaves
+the phone passes the egress (`egress.py`). Every step is journaled before and after,
+with its labels, and every decision is audited.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
-from typing import Any
+from functools import reduce
+from typing import Any, Literal
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
-from hearth.protocol.wire.messages import Observation, Plan, PlanStep
+from hearth.protocol.wire.messages import Limits, Observation, Plan, PlanStep
 
 from .audit import AuditLog, AuditRecord, args_hash
 from .confirm import Confirmation, Confirmer
-from .journal import Journal
-from .tools.registry import Registry, Tier, Tool, ToolContext
+from .egress import Destination, Egress, Policy, StepOutcome
+from .journal import Journal, SessionRecord
+from .labels import CLEAN, Labels
+from .tools.registry import BUILTIN, Registry, Tier, Tool, ToolContext
 
-REDACTED = {"redacted": "private to this phone"}
-
-
-@dataclass
-class Labels:
-    """What a value carries: private data, untrusted input (with its sources)."""
-
-    private: bool = False
-    untrusted: set[str] = field(default_factory=set)
-
-    def merge(self, other: Labels) -> None:
-        self.private |= other.private
-        self.untrusted |= other.untrusted
+FRIEND = "a friend's planner"
 
 
 @dataclass
 class SessionState:
-    """Per plan session: has any untrusted input been seen (then planner-written
-    control literals count as tainted), and each finished step's result and labels."""
+    """One plan session: the untrusted sources it has seen (then planner-written
+    literals count as tainted), and the limits the phone asked for, if any."""
 
     tainted_by: set[str] = field(default_factory=set)
-    results: dict[str, tuple[Any, Labels]] = field(default_factory=dict)
+    limits: Limits | None = None
+    started: float = field(default_factory=time.monotonic)
+    steps_planned: int = 0
 
 
 @dataclass
-class Policy:
-    """The owner's rules the executor applies."""
+class PlanRun:
+    """One plan being executed: its finished steps' results with their labels."""
 
-    private_to_home: bool = False  # may private results go back to the owner's home node?
+    plan: Plan
+    session: SessionState
+    friend: bool
+    results: dict[str, tuple[Any, Labels]] = field(default_factory=dict)
+    approved: bool = False  # the plan's reversible writes were approved
+
+    def literal_labels(self) -> Labels:
+        """The labels of a value the planner wrote itself."""
+        sources = set(self.session.tainted_by) | ({FRIEND} if self.friend else set())
+        return Labels(untrusted=frozenset(sources))
 
 
-def _resolve(value: Any, step: PlanStep, state: SessionState, labels: Labels) -> Any:
-    """Replace `{"$ref": "s1.result.a.0"}` with the value it names, collecting labels."""
+@dataclass
+class Gathered:
+    """What resolving one argument found: the labels of its `$ref`s, and whether the
+    planner wrote any literal into it."""
+
+    labels: Labels = CLEAN
+    literal: bool = False
+
+
+def _resolve(value: Any, step: PlanStep, run: PlanRun, into: Gathered) -> Any:
+    """Replace `{"$ref": "s1.result.a.0"}` with the value it names, gathering labels."""
     if isinstance(value, dict):
         if set(value) == {"$ref"} and isinstance(value["$ref"], str):
-            source, _, path = value["$ref"].partition(".")
+            ref = value["$ref"]
+            source, _, path = ref.partition(".")
             if source not in step.depends_on:
                 raise HearthError(
                     ErrorCode.PLAN_REJECTED,
                     f"{step.id}: $ref to {source!r}, which it does not depend on",
                 )
-            if source not in state.results:
+            if source not in run.results:
                 raise HearthError(ErrorCode.PLAN_REJECTED, f"{step.id}: {source} has no result")
-            current, source_labels = state.results[source]
-            labels.merge(source_labels)
+            current, source_labels = run.results[source]
+            into.labels |= source_labels  # before walking: "names nothing" is derived too
             parts = path.split(".") if path else []
             if not parts or parts[0] != "result":
                 raise HearthError(
-                    ErrorCode.PLAN_REJECTED,
-                    f"{step.id}: $ref must start with '<step>.result', not {value['$ref']!r}",
+                    ErrorCode.PLAN_REJECTED, f"{step.id}: $ref must start with '<step>.result'"
                 )
             for part in parts[1:]:
                 try:
                     current = current[int(part)] if isinstance(current, list) else current[part]
                 except (KeyError, IndexError, ValueError, TypeError) as exc:
                     raise HearthError(
-                        ErrorCode.PLAN_REJECTED, f"{step.id}: $ref {value['$ref']!r} names nothing"
+                        ErrorCode.PLAN_REJECTED, f"{step.id}: a $ref names nothing"
                     ) from exc
             return current
-        return {k: _resolve(v, step, state, labels) for k, v in value.items()}
+        return {k: _resolve(v, step, run, into) for k, v in value.items()}
     if isinstance(value, list):
-        return [_resolve(v, step, state, labels) for v in value]
+        return [_resolve(v, step, run, into) for v in value]
+    into.literal = True
     return value
 
 
@@ -104,6 +123,41 @@ def check_structure(plan: Plan) -> None:
         seen.add(step.id)
 
 
+def check_limits(plan: Plan, state: SessionState) -> None:
+    """The plan fits what the phone asked for: rounds, steps (per plan and in total,
+    as the node counts them) and the deadline; `plan_rejected` otherwise."""
+    limits = state.limits
+    if limits is None:
+        return
+    if plan.round > limits.max_rounds:
+        raise HearthError(
+            ErrorCode.PLAN_REJECTED,
+            f"round {plan.round} is beyond the {limits.max_rounds} rounds this phone asked for",
+        )
+    if state.steps_planned + len(plan.steps) > limits.max_steps:
+        raise HearthError(
+            ErrorCode.PLAN_REJECTED,
+            f"{state.steps_planned + len(plan.steps)} steps in all are beyond the "
+            f"{limits.max_steps} this phone asked for",
+        )
+    if _past_deadline(state):
+        raise HearthError(
+            ErrorCode.PLAN_REJECTED, f"the plan came after the {limits.deadline_s:g} s deadline"
+        )
+
+
+def _past_deadline(state: SessionState) -> bool:
+    limits = state.limits
+    return limits is not None and time.monotonic() - state.started > limits.deadline_s
+
+
+def _tool_labels(tool: Tool) -> Labels:
+    """What a tool adds to whatever it returns."""
+    where = "" if tool.source == BUILTIN else f" ({tool.source})"
+    untrusted = {f"{tool.name} result{where}"} if tool.untrusted_results else set()
+    return Labels(private=tool.private, untrusted=frozenset(untrusted))
+
+
 class Executor:
     """Runs verified plans on this phone."""
 
@@ -119,54 +173,68 @@ class Executor:
         self.journal = journal
         self.audit = audit
         self.confirmer = confirmer
-        self.policy = policy or Policy()
+        self.egress = Egress(policy or Policy())
 
     async def execute(
         self, plan: Plan, state: SessionState, *, friend: bool = False, home: bool = True
     ) -> list[Observation]:
-        """Run `plan` (already verified by signature and binding); one observation a step."""
-        for source in plan.untrusted_inputs:
-            state.tainted_by.add(f"{source.tool} ({source.source})")
+        """Run `plan` (already verified by signature and binding); one observation a
+        step, as the plan's signer may learn it (`home=False`: nobody off the phone).
+        A plan beyond the session's limits raises `plan_rejected` and nothing runs."""
+        destination = (
+            Destination.FRIEND if friend else Destination.HOME if home else Destination.PHONE
+        )
+        outcomes = await self.run_plan(plan, state, friend=friend)
+        return [self.egress.observation(o, destination) for o in outcomes]
+
+    async def run_plan(
+        self, plan: Plan, state: SessionState, *, friend: bool = False
+    ) -> list[StepOutcome]:
+        """Run `plan`; the outcomes keep full values and their labels (nothing here
+        has left the phone yet)."""
         try:
-            check_structure(plan)
-            self.journal.accept(plan.plan_id, plan.signer, plan.request_id, plan.model_dump_json())
+            check_limits(plan, state)
         except HearthError as exc:
             self._audit(plan, "-", {}, "refused", exc.message, "refused")
-            return [
-                Observation(step_id=s.id, status="refused", error=exc.message) for s in plan.steps
-            ]
-        approved_plan = False
-        observations = []
-        for step in plan.steps:
-            obs, approved_plan = await self._step(plan, step, state, friend, home, approved_plan)
-            observations.append(obs)
+            raise
+        state.steps_planned += len(plan.steps)
+        state.tainted_by |= {f"{s.tool} ({s.source})" for s in plan.untrusted_inputs}
+        run = PlanRun(plan, state, friend)
+        try:
+            check_structure(plan)
+            session = SessionRecord(tainted_by=frozenset(state.tainted_by), friend=friend)
+            self.journal.accept(
+                plan.plan_id, plan.signer, plan.request_id, plan.model_dump_json(), session
+            )
+        except HearthError as exc:
+            self._audit(plan, "-", {}, "refused", exc.message, "refused")
+            return [StepOutcome(s.id, "refused", CLEAN, error=exc.message) for s in plan.steps]
+        outcomes = [await self._step(run, step) for step in plan.steps]
         self.journal.close_plan(plan.plan_id)
-        return observations
+        return outcomes
 
     async def resume(self) -> list[str]:
-        """Finish plans a crash interrupted: completed steps are not run again (their
-        results are reused); a step caught mid-run is rerun only if its tool is
-        idempotent, otherwise the user is asked. Returns the plan ids finished."""
+        """Finish plans a crash interrupted, with the labels and session taint they had:
+        completed steps are not run again (their results are reused); a step caught
+        mid-run is rerun only if its tool is idempotent, otherwise the user is asked.
+        Returns the plan ids finished."""
         finished = []
-        for plan_id, _signer, body in self.journal.unfinished():
+        for plan_id, session, body in self.journal.unfinished():
             plan = Plan.model_validate_json(body)
             records = self.journal.steps(plan_id)
-            state = SessionState()
-            approved_plan = False
+            run = PlanRun(plan, SessionState(tainted_by=set(session.tainted_by)), session.friend)
             for step in plan.steps:
                 record = records.get(step.id)
                 if record is not None and record.state != "running":
                     if record.state == "ok":
+                        run.results[step.id] = (record.result, record.labels)
+                        run.session.tainted_by |= record.labels.untrusted
                         tool = self.registry.tools.get(step.tool)
-                        state.results[step.id] = (
-                            record.result,
-                            Labels(private=bool(tool and tool.private)),
-                        )
-                        approved_plan |= bool(tool and tool.tier is Tier.REVERSIBLE)
+                        run.approved |= bool(tool and tool.tier is Tier.REVERSIBLE)
                     continue
                 if record is not None and not await self._may_rerun(plan, step):
                     continue
-                _, approved_plan = await self._step(plan, step, state, False, True, approved_plan)
+                await self._step(run, step)
             self.journal.close_plan(plan_id)
             finished.append(plan_id)
         return finished
@@ -191,77 +259,89 @@ class Executor:
         self._audit(plan, step.id, dict(step.arguments), "declined", "interrupted", "refused")
         return False
 
-    async def _step(
-        self,
-        plan: Plan,
-        step: PlanStep,
-        state: SessionState,
-        friend: bool,
-        home: bool,
-        approved_plan: bool,
-    ) -> tuple[Observation, bool]:
-        labels = Labels()
+    async def _step(self, run: PlanRun, step: PlanStep) -> StepOutcome:
+        plan = run.plan
+        if _past_deadline(run.session):
+            outcome = StepOutcome(step.id, "skipped", CLEAN, error="the request's deadline passed")
+            self.journal.finished(
+                plan.plan_id, step.id, "skipped", error=outcome.error, tool=step.tool, labels=CLEAN
+            )
+            return outcome
+        gathered: dict[str, Gathered] = {}
         args: dict[str, Any] = dict(step.arguments)
         try:
             tool = self.registry.get(step.tool)
-            args = tool.validate(_resolve(args, step, state, labels))
-            tainted = self._tainted_controls(tool, step, state, labels, friend)
-            if tool.annotations.open_world and labels.private:
-                raise HearthError(
-                    ErrorCode.PLAN_REJECTED, f"{tool.name} would carry private values off the phone"
-                )
-            decision, approved_plan = await self._decide(
-                plan, step, tool, args, tainted, approved_plan
+            resolved = {}
+            for name, raw in step.arguments.items():
+                resolved[name] = _resolve(raw, step, run, gathered.setdefault(name, Gathered()))
+            args = tool.validate(resolved)
+            arg_labels = {
+                name: g.labels | (run.literal_labels() if g.literal else CLEAN)
+                for name, g in gathered.items()
+            }
+            labels = reduce(Labels.__or__, arg_labels.values(), CLEAN)
+            if tool.annotations.open_world:
+                self.egress.tool_call(tool.name, labels)
+            tier = tool.tier_for(args)
+            decision = await self._decide(
+                run, step, tool, tier, args, self._tainted(tool, run, gathered)
             )
         except HearthError as exc:
+            # the refusal is derived from the arguments as far as they were resolved
+            labels = reduce(Labels.__or__, (g.labels for g in gathered.values()), CLEAN)
             self._audit(plan, step.id, args, "refused", exc.message, "refused")
             self.journal.finished(
-                plan.plan_id, step.id, "refused", error=exc.message, tool=step.tool
+                plan.plan_id, step.id, "refused", error=exc.message, tool=step.tool, labels=labels
             )
-            return Observation(step_id=step.id, status="refused", error=exc.message), approved_plan
-        return await self._run(plan, step, tool, args, labels, decision, state, home), approved_plan
+            return self._outcome(run, StepOutcome(step.id, "refused", labels, error=exc.message))
+        return await self._run(run, step, tool, tier, args, labels, decision)
 
-    def _tainted_controls(
-        self, tool: Tool, step: PlanStep, state: SessionState, labels: Labels, friend: bool
-    ) -> dict[str, str]:
+    def _tainted(self, tool: Tool, run: PlanRun, gathered: dict[str, Gathered]) -> dict[str, str]:
+        """Control arguments untrusted input could have chosen, each with its sources."""
+        if not tool.sensitive:
+            return {}
         tainted: dict[str, str] = {}
-        for arg in tool.control_args & set(step.arguments):
-            raw = step.arguments[arg]
-            if isinstance(raw, dict) and "$ref" in raw:
-                if labels.untrusted:
-                    tainted[arg] = ", ".join(sorted(labels.untrusted))
-            elif friend:
-                tainted[arg] = "written by a friend's planner"
-            elif state.tainted_by:
-                tainted[arg] = "planner-written after untrusted input: " + ", ".join(
-                    sorted(state.tainted_by)
+        for arg in sorted(tool.control_args & set(gathered)):
+            reasons = []
+            if gathered[arg].labels.untrusted:
+                reasons.append("from " + gathered[arg].labels.sources())
+            if gathered[arg].literal and run.friend:
+                reasons.append(f"written by {FRIEND}")
+            elif gathered[arg].literal and run.session.tainted_by:
+                reasons.append(
+                    "written by the planner after it read "
+                    + ", ".join(sorted(run.session.tainted_by))
                 )
-        return tainted if tool.sensitive else {}
+            if reasons:
+                tainted[arg] = "; ".join(reasons)
+        return tainted
 
     async def _decide(
         self,
-        plan: Plan,
+        run: PlanRun,
         step: PlanStep,
         tool: Tool,
+        tier: Tier,
         args: dict[str, Any],
         tainted: dict[str, str],
-        approved_plan: bool,
-    ) -> tuple[str, bool]:
+    ) -> str:
+        plan = run.plan
         ask = None
-        if tainted or tool.tier is Tier.IRREVERSIBLE:
+        if tainted or tier is Tier.IRREVERSIBLE:
             ask = Confirmation(
                 "step",
                 plan.plan_id,
-                f"Step {step.id}: {tool.description}",
+                f"Step {step.id} (round {plan.round}): {tool.description}"
+                + (" It replaces existing data." if tier is not tool.tier else ""),
                 tool.name,
                 args,
                 tainted,
             )
-        elif tool.tier is Tier.REVERSIBLE and not approved_plan:
+        elif tier is Tier.REVERSIBLE and not run.approved:
             writes = ", ".join(
                 s.tool
                 for s in plan.steps
-                if self.registry.tools.get(s.tool) is not None
+                if s.tool in self.registry.tools
                 and self.registry.tools[s.tool].tier is Tier.REVERSIBLE
             )
             ask = Confirmation(
@@ -270,53 +350,74 @@ class Executor:
                 f"Plan {plan.plan_id[:8]} changes data on this phone: {writes}",
             )
         if ask is None:
-            return "run", approved_plan
+            return "run"
         if not await self.confirmer.confirm(ask):
             reason = "declined" if not tainted else "declined (untrusted control argument)"
             raise HearthError(ErrorCode.PLAN_REJECTED, f"{step.id}: confirmation {reason}")
-        return "confirmed", approved_plan or ask.kind == "plan"
+        run.approved |= ask.kind == "plan"
+        return "confirmed"
 
     async def _run(
         self,
-        plan: Plan,
+        run: PlanRun,
         step: PlanStep,
         tool: Tool,
+        tier: Tier,
         args: dict[str, Any],
         labels: Labels,
         decision: str,
-        state: SessionState,
-        home: bool,
-    ) -> Observation:
+    ) -> StepOutcome:
+        plan = run.plan
+        # a built-in tool's errors name arguments, never values: they carry the arguments'
+        # labels; a tool that speaks for itself (MCP) labels its errors as its results
+        error_labels = labels if tool.source == BUILTIN else labels | _tool_labels(tool)
+        labels |= _tool_labels(tool)
         self.journal.started(plan.plan_id, step.id, tool.name, args)
         try:
             result = await tool.run(args, ToolContext(f"{plan.plan_id}:{step.id}"))
             json.dumps(result)  # results must be JSON: they travel and are journaled
-        except HearthError as exc:
-            return self._failed(plan, step, args, decision, exc.message)
+        except HearthError as exc:  # a tool that ran out of time (an MCP call) says so
+            status: Literal["error", "timed_out"] = (
+                "timed_out" if exc.code is ErrorCode.TIMED_OUT else "error"
+            )
+            return self._failed(
+                run, step, args, error_labels, decision, exc.message, exc.message, status
+            )
         except Exception as exc:  # a tool's own failure is an observation, not a crash
-            return self._failed(plan, step, args, decision, f"{type(exc).__name__}: {exc}")
-        self.journal.finished(plan.plan_id, step.id, "ok", result=result, tool=tool.name)
-        self._audit(plan, step.id, args, decision, tool.tier.value, "ok")
-        out_labels = Labels(private=labels.private or tool.private, untrusted=set(labels.untrusted))
-        if tool.untrusted_results:
-            out_labels.untrusted.add(f"{tool.name} result ({tool.source})")
-            state.tainted_by.add(f"{tool.name} result ({tool.source})")
-        state.results[step.id] = (result, out_labels)
-        shareable = not out_labels.private or (home and self.policy.private_to_home)
-        return Observation(
-            step_id=step.id,
-            status="ok",
-            result=result if shareable else REDACTED,
-            untrusted=bool(out_labels.untrusted),
-            source=tool.source if tool.untrusted_results else None,
+            detail = f"{type(exc).__name__}: {exc}"  # kept on the phone: may echo arguments
+            return self._failed(run, step, args, error_labels, decision, type(exc).__name__, detail)
+        self.journal.finished(
+            plan.plan_id, step.id, "ok", result=result, tool=tool.name, labels=labels
         )
+        self._audit(plan, step.id, args, decision, tier.value, "ok")
+        run.results[step.id] = (result, labels)
+        source = tool.source if tool.untrusted_results else None
+        return self._outcome(run, StepOutcome(step.id, "ok", labels, result=result, source=source))
 
     def _failed(
-        self, plan: Plan, step: PlanStep, args: dict[str, Any], decision: str, error: str
-    ) -> Observation:
-        self.journal.finished(plan.plan_id, step.id, "error", error=error, tool=step.tool)
-        self._audit(plan, step.id, args, decision, error, "error")
-        return Observation(step_id=step.id, status="error", error=error)
+        self,
+        run: PlanRun,
+        step: PlanStep,
+        args: dict[str, Any],
+        labels: Labels,
+        decision: str,
+        error: str,
+        detail: str,
+        status: Literal["error", "timed_out"] = "error",
+    ) -> StepOutcome:
+        plan = run.plan
+        self.journal.finished(
+            plan.plan_id, step.id, status, error=detail, tool=step.tool, labels=labels
+        )
+        self._audit(plan, step.id, args, decision, detail, status)
+        return self._outcome(run, StepOutcome(step.id, status, labels, error=error))
+
+    @staticmethod
+    def _outcome(run: PlanRun, outcome: StepOutcome) -> StepOutcome:
+        """Untrusted text taints the rest of the session (also the rest of this plan:
+        the safe side, whether or not the planner gets to read it)."""
+        run.session.tainted_by |= outcome.labels.untrusted
+        return outcome
 
     def _audit(
         self, plan: Plan, step: str, args: dict[str, Any], decision: str, reason: str, outcome: str

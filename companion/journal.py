@@ -3,18 +3,28 @@
 A plan id is accepted once, ever (replays are refused). After a crash the next start
 finds accepted plans that did not finish: completed steps keep their results and are
 not run again; a step caught mid-run is rerun only if its tool is idempotent.
+Each plan keeps the session it ran in (the untrusted sources seen so far, whether a
+friend planned it) and each result its labels, so a resumed plan gets back exactly
+the labels and the taint it had. Rows from before labels existed resume with the
+strictest labels.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from hearth.protocol.wire.errors import ErrorCode, HearthError
+
+from .labels import UNLABELLED, Labels
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS plans (
@@ -27,6 +37,19 @@ CREATE TABLE IF NOT EXISTS steps (
     PRIMARY KEY (plan_id, step_id)
 );
 """
+LABEL_COLUMNS = {  # added to journals made before labels; their defaults are the strictest
+    "plans": ("session", "{}"),
+    "steps": ("labels", UNLABELLED.model_dump_json()),
+}
+
+
+class SessionRecord(BaseModel):
+    """The session a plan ran in, as far as its labels go."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tainted_by: frozenset[str] = UNLABELLED.untrusted
+    friend: bool = True
 
 
 @dataclass
@@ -36,10 +59,22 @@ class StepRecord:
     state: str  # running | ok | error | refused
     result: Any
     error: str | None
+    labels: Labels
 
 
 def connect(path: Path) -> sqlite3.Connection:
-    """A SQLite connection in WAL mode with full fsync, for a file that must survive kills."""
+    """A SQLite connection in WAL mode with full fsync, for a file that must survive kills.
+
+    The database and its WAL and shared-memory files are the owner's only (0600), also
+    when they existed before with another mode (SQLite gives the WAL and SHM files the
+    database's mode)."""
+    if not path.exists():  # never open and close an fd of a database in use: that drops
+        # every POSIX lock this process holds on it (SQLite's own warning), and corrupts it
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+    for name in (path.name, f"{path.name}-wal", f"{path.name}-shm"):
+        if (path.parent / name).exists():
+            (path.parent / name).chmod(0o600)
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=FULL")
@@ -52,13 +87,22 @@ class Journal:
     def __init__(self, path: Path) -> None:
         self.db = connect(path)
         self.db.executescript(SCHEMA)
+        for table, (column, default) in LABEL_COLUMNS.items():
+            columns = {row[1] for row in self.db.execute(f"PRAGMA table_info({table})")}
+            if column not in columns:
+                self.db.execute(
+                    f"ALTER TABLE {table} ADD COLUMN {column} TEXT NOT NULL DEFAULT '{default}'"
+                )
 
-    def accept(self, plan_id: str, signer: str, request_id: str, body: str) -> None:
+    def accept(
+        self, plan_id: str, signer: str, request_id: str, body: str, session: SessionRecord
+    ) -> None:
         """Record a plan as accepted; a plan id seen before is a replay."""
         try:
             self.db.execute(
-                "INSERT INTO plans VALUES (?, ?, ?, ?, 'accepted', ?)",
-                (plan_id, signer, request_id, time.time(), body),
+                "INSERT INTO plans (plan_id, signer, request_id, accepted_at, state, body, "
+                "session) VALUES (?, ?, ?, ?, 'accepted', ?, ?)",
+                (plan_id, signer, request_id, time.time(), body, session.model_dump_json()),
             )
         except sqlite3.IntegrityError as exc:
             raise HearthError(
@@ -73,7 +117,8 @@ class Journal:
 
     def started(self, plan_id: str, step_id: str, tool: str, args: dict[str, Any]) -> None:
         self.db.execute(
-            "INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, 'running', NULL, NULL, ?, NULL)",
+            "INSERT OR REPLACE INTO steps (plan_id, step_id, tool, args, state, started_at) "
+            "VALUES (?, ?, ?, ?, 'running', ?)",
             (plan_id, step_id, tool, json.dumps(args), time.time()),
         )
 
@@ -85,12 +130,26 @@ class Journal:
         result: Any = None,
         error: str | None = None,
         tool: str = "",
+        labels: Labels = UNLABELLED,
     ) -> None:
+        now = time.time()
         self.db.execute(
-            "INSERT INTO steps VALUES (?, ?, ?, '{}', ?, ?, ?, ?, ?) "
+            "INSERT INTO steps (plan_id, step_id, tool, args, state, result, error, started_at, "
+            "finished_at, labels) VALUES (?, ?, ?, '{}', ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT(plan_id, step_id) DO UPDATE SET state=excluded.state, "
-            "result=excluded.result, error=excluded.error, finished_at=excluded.finished_at",
-            (plan_id, step_id, tool, state, json.dumps(result), error, time.time(), time.time()),
+            "result=excluded.result, error=excluded.error, finished_at=excluded.finished_at, "
+            "labels=excluded.labels",
+            (
+                plan_id,
+                step_id,
+                tool,
+                state,
+                json.dumps(result),
+                error,
+                now,
+                now,
+                labels.model_dump_json(),
+            ),
         )
 
     def close_plan(self, plan_id: str) -> None:
@@ -98,16 +157,24 @@ class Journal:
 
     def steps(self, plan_id: str) -> dict[str, StepRecord]:
         rows = self.db.execute(
-            "SELECT step_id, tool, state, result, error FROM steps WHERE plan_id=?", (plan_id,)
+            "SELECT step_id, tool, state, result, error, labels FROM steps WHERE plan_id=?",
+            (plan_id,),
         )
         return {
-            r[0]: StepRecord(r[0], r[1], r[2], json.loads(r[3]) if r[3] else None, r[4])
+            r[0]: StepRecord(
+                r[0],
+                r[1],
+                r[2],
+                json.loads(r[3]) if r[3] else None,
+                r[4],
+                Labels.model_validate_json(r[5]),
+            )
             for r in rows
         }
 
-    def unfinished(self) -> list[tuple[str, str, str]]:
-        """Accepted plans that did not finish: (plan id, signer, plan as JSON)."""
+    def unfinished(self) -> list[tuple[str, SessionRecord, str]]:
+        """Accepted plans that did not finish: (plan id, its session, plan as JSON)."""
         rows = self.db.execute(
-            "SELECT plan_id, signer, body FROM plans WHERE state='accepted' ORDER BY accepted_at"
+            "SELECT plan_id, session, body FROM plans WHERE state='accepted' ORDER BY accepted_at"
         )
-        return [(r[0], r[1], r[2]) for r in rows]
+        return [(r[0], SessionRecord.model_validate_json(r[1]), r[2]) for r in rows]

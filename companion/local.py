@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,13 +15,17 @@ import anyio
 
 from hearth.protocol.model.chat import ChatTemplate
 from hearth.protocol.model.grammar import Mode, tool_grammar
+from hearth.protocol.model.limits import Sampling
 from hearth.protocol.model.toolcalls import parse_generation
-from hearth.protocol.model.validate import validate_call
+from hearth.protocol.model.validate import check_schemas, validate_calls
 from hearth.protocol.wire.errors import ErrorCode, HearthError
-from hearth.protocol.wire.messages import Plan, PlanStep, ToolSpec
+from hearth.protocol.wire.messages import Limits, Plan, PlanStep, ToolSpec
 
 if TYPE_CHECKING:  # llama.cpp and numpy load on first local use, not at every start
     from hearth.protocol.model.runtime import LlamaRuntime
+
+
+LOCAL_LIMITS = Limits(max_steps=8, max_tokens=384)
 
 
 @dataclass
@@ -34,16 +39,21 @@ class LocalResult:
 class LocalModel:
     """The phone's model, loaded on first use."""
 
-    def __init__(self, path: Path | None, n_ctx: int = 8192) -> None:
+    def __init__(
+        self, path: Path | None, n_ctx: int = 8192, sampling: Sampling | None = None
+    ) -> None:
         self.path = path
         self.n_ctx = n_ctx
+        self.sampling = sampling  # None: the model's own recommended settings
         self._runtime: LlamaRuntime | None = None
 
     async def runtime(self) -> LlamaRuntime:
         if self.path is None or not self.path.is_file():
+            missing = "no local model" if self.path is None else f"no model file at {self.path}"
             raise HearthError(
                 ErrorCode.MODEL_NOT_LOADED,
-                "no local model: run `hearth init --model tiny-q4_k_m.gguf` (or a real Q4 GGUF)",
+                f"{missing}: set one with `hearth config set model PATH` (a Q4 GGUF; "
+                "`hearth models pull botpsy-0.8b` downloads one)",
             )
         if self._runtime is None:
             from hearth.protocol.model.runtime import LlamaRuntime
@@ -58,12 +68,13 @@ class LocalModel:
         text: str,
         tools: list[ToolSpec],
         phone_id: str,
-        max_tokens: int = 384,
-        max_calls: int = 2,
+        limits: Limits = LOCAL_LIMITS,
         mode: Mode = "auto",
+        cancelled: Callable[[], bool] = lambda: False,
     ) -> LocalResult:
-        """One local round: a validated local plan, or an answer. A call that is cut or
-        breaks its schema raises `plan_rejected` (the router may escalate)."""
+        """One local round: a validated local plan (up to `limits.max_steps` calls), or
+        an answer. A call that is cut or breaks its schema raises `plan_rejected` (the
+        router may escalate)."""
         from hearth.protocol.model.runtime import SessionMemory
 
         runtime = await self.runtime()
@@ -72,19 +83,24 @@ class LocalModel:
         schemas: dict[str, dict[str, Any]] = {
             t.function.name: dict(t.function.parameters) for t in tools
         }
+        check_schemas(schemas)
+        grammar = tool_grammar(
+            schemas, mode, limits.max_steps, max_value_chars=limits.max_value_chars
+        )
         prompt = template.render([{"role": "user", "content": text}], tool_dicts)
         result = await anyio.to_thread.run_sync(
             lambda: runtime.generate(
                 SessionMemory(),
                 prompt,
-                grammar=tool_grammar(schemas, mode, max_calls),
-                max_tokens=max_tokens,
+                grammar=grammar,
+                max_tokens=limits.max_tokens,
+                sampling=self.sampling or runtime.recommended,
                 confidence=True,
+                cancelled=cancelled,
             )
         )
-        parsed = parse_generation(result.text, result.finish, schemas)
-        for call in parsed.calls:
-            validate_call(call, schemas)
+        parsed = parse_generation(result.text, result.finish, schemas, calls=grammar is not None)
+        await validate_calls(parsed.calls, schemas)
         if not parsed.calls:
             return LocalResult(parsed.text, None, result.tokens, result.confidence)
         now = time.time()

@@ -16,28 +16,29 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio
-from pydantic import ValidationError
 
-from hearth.protocol.console import read_toml
+from hearth.protocol.console import read_toml, reason_about
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import (
     ChatMessage,
     DeviceContext,
-    Limits,
+    Observation,
     Plan,
     PlanRequest,
     Token,
 )
 
 from .audit import AuditLog, AuditRecord
+from .config import secure_home
 from .confirm import Confirmer
 from .executor import Executor, Policy, SessionState
 from .journal import Journal
 from .local import LocalModel
 from .policy import load_policy
 from .router import Decision, Route, RouteInput, decide
+from .settings import load_settings
 from .tools.builtin import read_device_status, register_builtin
-from .tools.mcp import McpServer, mounted
+from .tools.mcp import McpServer, mounted, servers_of
 from .tools.registry import Registry
 from .tools.storage import PhoneData
 
@@ -47,22 +48,26 @@ MDNS_WAIT_S = 1.0  # answers on a LAN take ~0.1-0.3 s; the fallback should not w
 OnToken = Callable[[str], Awaitable[None]]
 
 
-def plan_view(plan: Plan, observations: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "plan_id": plan.plan_id,
-        "signer": plan.signer,
-        "round": plan.round,
-        "steps": [
+def plan_view(plan: Plan, observations: list[Observation]) -> dict[str, Any]:
+    """One plan of `hearth ask --json`: each step with its own round's observation (step
+    ids repeat across rounds, so nothing is matched across plans); a step that is not
+    ok says why."""
+    not_run = Observation(step_id="-", status="skipped", error="not run")
+    steps = []
+    for i, s in enumerate(plan.steps):
+        obs = observations[i] if i < len(observations) else not_run
+        steps.append(
             {
                 "id": s.id,
+                "round": plan.round,
                 "tool": s.tool,
                 "arguments": s.arguments,
-                "status": observations.get(s.id, {}).get("status", "skipped"),
-                "result": observations.get(s.id, {}).get("result"),
+                "status": obs.status,
+                "result": obs.result,
+                "error": obs.error if obs.status == "ok" else obs.error or obs.status,
             }
-            for s in plan.steps
-        ],
-    }
+        )
+    return {"plan_id": plan.plan_id, "signer": plan.signer, "round": plan.round, "steps": steps}
 
 
 def read_config(home: Path) -> dict[str, Any]:
@@ -74,13 +79,7 @@ def load_tools(home: Path, config: dict[str, Any]) -> tuple[Registry, list[McpSe
     """The built-in tools, and the MCP servers the config lists (mounted while running)."""
     registry = Registry()
     register_builtin(registry, PhoneData(home / "data"))
-    try:
-        servers = [McpServer.model_validate(entry) for entry in config.get("mcp", [])]
-    except ValidationError as exc:
-        raise HearthError(
-            ErrorCode.INVALID_INPUT, f"{home / 'config.toml'}: [[mcp]]: {exc.errors()[0]['msg']}"
-        ) from exc
-    return registry, servers
+    return registry, servers_of(config.get("mcp", []), str(home / "config.toml"))
 
 
 def device_context() -> DeviceContext:
@@ -103,6 +102,7 @@ class Phone:
         from hearth.protocol.wire.identity import peer_id_of
 
         self.home = home
+        secure_home(home)
         self.key = load_identity(home)
         self.peer_id = peer_id_of(self.key)
         self.policy = load_policy(home)
@@ -115,19 +115,20 @@ class Phone:
             self.journal,
             self.audit,
             confirmer,
-            Policy(private_to_home=self.policy.private_to_home),
+            Policy(
+                private_to_home=self.policy.private_to_home,
+                never_remote_tools=frozenset(self.policy.never_remote_tools),
+            ),
         )
-        model = config.get("model") or ""
-        self.local = LocalModel(Path(model) if model else None)
+        self.settings = load_settings(home)
+        self.local = LocalModel(Path(self.settings.model) if self.settings.model else None)
         self.device = device_context()
 
     def remote_tools(self, text: str) -> list[Any]:
-        """Schemas that leave the phone: the request's candidate tools, never the
-        policy's never-remote ones."""
-        keep = (self.registry.candidates(text) or set(self.registry.tools)) - set(
-            self.policy.never_remote_tools
-        )
-        return self.registry.specs(keep)
+        """The request's candidate tools among those the policy lets out (all of them
+        when the text points to none; the egress drops never-remote ones again)."""
+        allowed = set(self.registry.tools) - set(self.policy.never_remote_tools)
+        return self.registry.specs(set(self.registry.candidates(text, allowed).offered))
 
     def _host(self):  # type: ignore[no-untyped-def]
         from hearth.protocol.transport.host import host_for_home, quiet_libp2p
@@ -136,9 +137,12 @@ class Phone:
         return host_for_home(self.home)
 
     async def ask(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        """`_ask` with the phone's MCP servers running and mounted as tools."""
-        async with mounted(self.mcp_servers, self.registry):
-            return await self._ask(*args, **kwargs)
+        """`_ask` with the phone's MCP servers running and mounted as tools; the servers
+        left out (and tools refused) are listed under `warnings`."""
+        async with mounted(self.mcp_servers, self.registry, self.home / "logs") as warnings:
+            out = await self._ask(*args, **kwargs)
+        out["warnings"] = [w.model_dump(mode="json") for w in warnings]
+        return out
 
     async def _ask(
         self,
@@ -162,10 +166,14 @@ class Phone:
             "timings": {},
         }
         await self.executor.resume()  # finish what a crash interrupted, first
+        if route == "local":  # the phone's own model, as asked: the home is not dialled
+            return await self._local(
+                text, out, "local route requested", started, cancel, tool_choice=tool_choice
+            )
         if not (self.home / "roster.signed").exists():
             if route == "remote":
-                raise HearthError(ErrorCode.INVALID_INPUT, "not paired: run `hearth pair URI`")
-            return await self._local(text, out, "not paired with a home node", started)
+                raise HearthError(ErrorCode.INVALID_INPUT, "not paired: run `hearth pair -`")
+            return await self._local(text, out, "not paired with a home node", started, cancel)
         host, roster, keys, _ = self._host()
         node = roster.roster.founder
         out["node"] = node
@@ -178,14 +186,14 @@ class Phone:
             except HearthError as exc:
                 if route == "remote":
                     raise
-                reachable, why = False, f"{exc.code.value}: {exc.message}"
+                reachable, why = False, reason_about(node, exc)
             out["timings"]["connect_ms"] = round((time.monotonic() - t0) * 1000, 1)
             if reachable:  # catch up on the roster and swarm key (revocations, rotations)
                 await self._sync(host, node, roster, keys)
             decision = decide(
                 RouteInput(
                     text=text,
-                    candidate_tools=len(self.registry.candidates(text)),
+                    candidate_tools=len(self.registry.candidates(text).matched),
                     node_reachable=reachable,
                     node_reason=why,
                     node_latency_ms=out["timings"]["connect_ms"] if reachable else None,
@@ -201,6 +209,7 @@ class Phone:
                         out,
                         decision.reason,
                         started,
+                        cancel,
                         may_escalate=decision.may_escalate and reachable,
                         tool_choice=tool_choice,
                     )
@@ -229,6 +238,7 @@ class Phone:
                     out,
                     f"home node lost mid-request ({exc.message}): answered locally",
                     started,
+                    cancel,
                 )
 
     async def _connect(self, host, node: str, keys) -> None:  # type: ignore[no-untyped-def]
@@ -294,27 +304,27 @@ class Phone:
 
         out.update(route="remote", reason=reason)
         self._audit_route(out)
-        state = SessionState()
-        observed: dict[str, dict[str, Any]] = {}
+        observed: dict[str, list[Observation]] = {}  # by plan id: step ids repeat per round
 
         async def execute(plan: Plan):  # type: ignore[no-untyped-def]
-            observations = await self.executor.execute(plan, state, friend=plan.signer != node)
-            observed.update(
-                {o.step_id: {"status": o.status, "result": o.result} for o in observations}
-            )
+            observations = await self._execute(plan, state, friend=plan.signer != node)
+            observed[plan.plan_id] = observations
             return observations
 
         async def token(t: Token) -> None:
             await on_token(t.text)
 
-        request = PlanRequest(
-            request_id=out["request_id"],
-            tools=self.remote_tools(text),
-            limits=Limits(max_steps=4, max_rounds=3, max_tokens=768, deadline_s=120),
-            conversation=[ChatMessage(role="user", content=text)],
-            device=self.device,
-            tool_choice=tool_choice,
+        request = self.executor.egress.request(
+            PlanRequest(
+                request_id=out["request_id"],
+                tools=self.remote_tools(text),
+                limits=self.settings.limits,
+                conversation=[ChatMessage(role="user", content=text)],
+                device=self.device,
+                tool_choice=tool_choice,
+            )
         )
+        state = SessionState(limits=request.limits)  # the phone holds the planner to them
         stream = await host.open(node, PLAN_PROTOCOL)
         outcome = None
 
@@ -340,7 +350,7 @@ class Phone:
             raise HearthError(
                 ErrorCode.UNREACHABLE, f"the home node went silent ({quiet:.1f} s without a byte)"
             )
-        out["plans"] = [plan_view(p, observed) for p in outcome.plans]
+        out["plans"] = [plan_view(p, observed.get(p.plan_id, [])) for p in outcome.plans]
         out["plan"] = out["plans"][-1] if out["plans"] else None
         out["answer"] = outcome.final.answer
         if outcome.first_token_s is not None:
@@ -354,13 +364,19 @@ class Phone:
         out: dict[str, Any],
         reason: str,
         started: float,
+        cancel: anyio.Event,
         may_escalate: bool = False,
         tool_choice: Literal["auto", "required", "none"] = "auto",
     ) -> dict[str, Any]:
         # on the phone, a request that names no tool's words is a plain question
-        candidates = self.registry.specs(self.registry.candidates(text))
+        candidates = self.registry.specs(set(self.registry.candidates(text).matched))
         result = await self.local.plan(
-            text, candidates, self.peer_id, mode=tool_choice if candidates else "none"
+            text,
+            candidates,
+            self.peer_id,
+            limits=self.settings.limits,
+            mode=tool_choice if candidates else "none",
+            cancelled=cancel.is_set,
         )
         threshold = self.policy.confidence_threshold
         if may_escalate and result.confidence is not None and result.confidence < threshold:
@@ -375,7 +391,7 @@ class Phone:
         self._audit_route(out)
         out["answer"] = result.answer
         if result.plan is not None:
-            observations = await self.executor.execute(result.plan, SessionState(), home=False)
+            observations = await self._execute(result.plan, SessionState(), home=False)
             failed = [o for o in observations if o.status == "error"]
             if may_escalate and failed and len(failed) == len(observations):
                 raise HearthError(
@@ -384,14 +400,39 @@ class Phone:
                     + "; ".join(o.error or "" for o in failed)[:200]
                     + ")",
                 )
-            observed = {o.step_id: {"status": o.status, "result": o.result} for o in observations}
-            out["plans"] = [plan_view(result.plan, observed)]
+            out["plans"] = [plan_view(result.plan, observations)]
             out["plan"] = out["plans"][0]
             if not out["answer"]:
                 done = sum(o.status == "ok" for o in observations)
                 out["answer"] = f"Ran {done} of {len(observations)} step(s) on the phone."
         out["timings"]["total_ms"] = round((time.monotonic() - started) * 1000, 1)
         return out
+
+    async def _execute(self, plan: Plan, state: SessionState, **where: bool) -> list[Observation]:
+        """The executor on `plan`. When it is cut off (the node ended the session, or
+        Ctrl-C), the running step is journaled `cancelled` and the plan closed: no later
+        ask reruns that step or runs the steps after it unasked."""
+        try:
+            return await self.executor.execute(plan, state, **where)
+        except anyio.get_cancelled_exc_class():
+            for record in self.journal.steps(plan.plan_id).values():
+                if record.state == "running":
+                    reason = "cut off mid-run: it may or may not have happened"
+                    self.journal.finished(
+                        plan.plan_id,
+                        record.step_id,
+                        "cancelled",
+                        error=reason,
+                        tool=record.tool,
+                        labels=record.labels,
+                    )
+                    self.audit.append(
+                        AuditRecord(
+                            plan.plan_id, plan.signer, record.step_id, "", "-", reason, "cancelled"
+                        )
+                    )
+            self.journal.close_plan(plan.plan_id)
+            raise
 
     def _audit_route(self, out: dict[str, Any]) -> None:
         self.audit.append(
@@ -471,6 +512,6 @@ class Phone:
                     if health.model is not None:
                         entry["model"] = health.model.model_dump()
                 except HearthError as exc:
-                    entry["reason"] = f"{exc.code.value}: {exc.message}"
+                    entry["reason"] = reason_about(member.peer_id, exc)
                 out["nodes"].append(entry)
         return out

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One-command set-up and run, for a fresh machine with Python 3.11+ and a C compiler.
 #   bash deploy/bootstrap.sh demo    set up, then run the end-to-end demo
-#   bash deploy/bootstrap.sh test    set up, then run every check and the whole test suite
+#   bash deploy/bootstrap.sh test    set up, then run every check, the whole test suite and
+#                                    the fuzz targets (in the background; their total is printed)
 # Set-up is a virtualenv in .venv with Hearth installed in it. llama-cpp-python is built
 # from source once (5-13 minutes on 2 cores) and reused from pip's wheel cache after that.
 set -euo pipefail
@@ -36,7 +37,18 @@ case "${1:-}" in
         js_peer
         .venv/bin/ruff check .
         .venv/bin/mypy --strict protocol/wire
-        exec .venv/bin/pytest ;;
+        # the fuzz budget (>= 10^6 executions) runs beside the suite, at a lower priority
+        fuzz_log=$(mktemp)
+        nice -n 10 .venv/bin/python tests/fuzz/run_all.py >"$fuzz_log" 2>&1 &
+        fuzz_pid=$!
+        suite=0
+        .venv/bin/pytest || suite=$?
+        fuzz=0
+        wait "$fuzz_pid" || fuzz=$?
+        cat "$fuzz_log"
+        rm -f "$fuzz_log"
+        [ "$suite" -eq 0 ] && [ "$fuzz" -eq 0 ] || exit 1
+        ;;
     *)
         echo "usage: bash deploy/bootstrap.sh demo|test" >&2; exit 2 ;;
 esac

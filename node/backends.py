@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -21,13 +23,16 @@ import httpx
 import trio
 
 from hearth.protocol.model.chat import ChatTemplate
-from hearth.protocol.model.runtime import Generation, LlamaRuntime, Sampling, SessionMemory
+from hearth.protocol.model.runtime import Finish, Generation, LlamaRuntime, Sampling, SessionMemory
+from hearth.protocol.model.toolcalls import CALL_CLOSE, CALL_OPEN
 from hearth.protocol.transport.taskgroups import single_error
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import ModelInfo
 
 OnText = Callable[[str], Awaitable[None]]
+log = logging.getLogger(__name__)
 STREAM_INTERVAL_S = 0.015
+MAX_CHARS_PER_TOKEN = 64  # an upstream's stream is cut past max_tokens times this
 USER_TURN = "<|im_start|>user"
 
 
@@ -38,6 +43,7 @@ class Conversation:
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]]
     thinking: bool = False
+    thinking_budget: int = 1024  # tokens for the thinking block, when `thinking`
     consumed: int = 0  # messages already in the backend's context (incl. its last answer)
     memory: Any = None  # backend-specific per-session state
 
@@ -116,6 +122,7 @@ class LlamaCppBackend:
                     cancelled=stop.is_set,
                     on_text=relay.put,
                     prefix=prefix,
+                    thinking_budget=conv.thinking_budget if conv.thinking else None,
                 )
             finally:
                 relay.close()
@@ -183,14 +190,54 @@ class _TextRelay:
         return text
 
 
+class _Style(Enum):
+    """How an upstream takes a forcing grammar, learned from its first refusal."""
+
+    GRAMMAR = "tools and grammar"  # llama-cpp-python's server
+    GRAMMAR_ALONE = "grammar with tool_choice none"  # llama-server: no grammar with tools
+    NATIVE = "tool_choice required"  # a server that takes no grammar at all
+
+
+_NEXT_STYLE = {_Style.GRAMMAR: _Style.GRAMMAR_ALONE, _Style.GRAMMAR_ALONE: _Style.NATIVE}
+
+
+@dataclass
+class _Stream:
+    """What one streamed answer held."""
+
+    text: list[str] = field(default_factory=list)
+    thinking: list[str] = field(default_factory=list)
+    calls: dict[int, dict[str, str]] = field(default_factory=dict)  # by index
+    chars: int = 0
+    pieces: int = 0
+    finish: Finish = "length"
+    usage: dict[str, Any] = field(default_factory=dict)
+
+
+class _Refused(Exception):
+    """The upstream answered 400 about the grammar: try the next style."""
+
+
 @dataclass
 class OpenAIUpstream:
-    """An OpenAI-compatible chat-completions server the owner already runs."""
+    """An OpenAI-compatible chat-completions server the owner already runs.
+
+    A round that forces calls (a non-lazy grammar) sends the grammar with the tools
+    (llama-cpp-python's server); llama-server refuses that (400), so it gets the
+    grammar with `tool_choice: "none"` (it still renders the tools); a server that
+    takes no grammar gets `tool_choice: "required"`. A round where calls are optional
+    (a lazy grammar) uses the server's own tool calling (`tool_choice: "auto"`): no
+    server takes a lazy custom grammar over HTTP (both apply it from the first token).
+    Calls come back as `tool_calls` or as the model's own `<tool_call>` text; either
+    way the planner parses and validates them as it does in-process output.
+    A connection the server's keep-alive dropped is retried once, before any text.
+    """
 
     url: str
     model: str = ""
     info: ModelInfo = field(init=False)
     _client: httpx.AsyncClient = field(init=False)
+    _style: _Style = field(init=False, default=_Style.GRAMMAR)
 
     def __post_init__(self) -> None:
         self.url = self.url.rstrip("/")
@@ -209,10 +256,43 @@ class OpenAIUpstream:
         cancel: anyio.Event,
         sampling: Sampling,
     ) -> Generation:
+        forcing = grammar is not None and not getattr(grammar, "lazy", False)
+        while True:
+            body = self._body(conv, grammar if forcing else None, max_tokens, sampling)
+            if grammar is None:
+                body["tool_choice"] = "none"
+            try:
+                got = await self._stream(body, max_tokens, on_text, cancel)
+                break
+            except _Refused as refused:
+                if not forcing or self._style is _Style.NATIVE:
+                    raise HearthError(
+                        ErrorCode.INVALID_INPUT,
+                        f"upstream {self.url} refused a grammar in every form: {refused}",
+                    ) from None
+                self._style = _NEXT_STYLE[self._style]
+        calls = ""
+        if got.finish != "cancelled":
+            calls = "".join(_call_text(c) for _, c in sorted(got.calls.items()))
+        if calls:
+            await on_text(calls)
+        conv.consumed = len(conv.messages) + 1
+        return Generation(
+            "".join(got.text) + calls,
+            int(got.usage.get("completion_tokens") or got.pieces),
+            got.finish,
+            int(got.usage.get("prompt_tokens") or 0),
+            thinking="".join(got.thinking),
+        )
+
+    def _body(
+        self, conv: Conversation, grammar: str | None, max_tokens: int, sampling: Sampling
+    ) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model or "default",
             "messages": conv.messages,
             "stream": True,
+            "stream_options": {"include_usage": True},  # token counts in the last chunk
             "max_tokens": max_tokens,
             "temperature": sampling.temperature,
             "top_p": sampling.top_p,
@@ -220,43 +300,149 @@ class OpenAIUpstream:
             "repeat_penalty": sampling.repeat_penalty,
             "top_k": sampling.top_k,
             "min_p": sampling.min_p,
+            # the template's thinking switch (llama-server; others ignore it)
+            "chat_template_kwargs": {"enable_thinking": conv.thinking},
         }
         if conv.tools:
             body["tools"] = conv.tools
-        if grammar:
-            body["grammar"] = grammar  # llama-cpp-python's server and llama-server take it
-        pieces: list[str] = []
-        finish = "length"
+        if grammar is not None and self._style is _Style.NATIVE:
+            body["tool_choice"] = "required"
+        elif grammar is not None:
+            body["grammar"] = grammar
+            if self._style is _Style.GRAMMAR_ALONE:
+                body["tool_choice"] = "none"
+        return body
+
+    async def _stream(
+        self, body: dict[str, Any], max_tokens: int, on_text: OnText, cancel: anyio.Event
+    ) -> _Stream:
+        got = _Stream()
         try:
-            async with self._client.stream(
-                "POST", f"{self.url}/chat/completions", json=body
-            ) as response:
-                if response.status_code != 200:
-                    detail = (await response.aread())[:300].decode(errors="replace")
-                    raise HearthError(
-                        ErrorCode.MODEL_NOT_LOADED,
-                        f"upstream answered {response.status_code}: {detail}",
-                    )
-                async for line in response.aiter_lines():
-                    if cancel.is_set():
-                        finish = "cancelled"
-                        break
-                    if not line.startswith("data:") or line.strip() == "data: [DONE]":
-                        continue
-                    choice = json.loads(line[5:])["choices"][0]
-                    piece = (choice.get("delta") or {}).get("content") or ""
-                    if piece:
-                        pieces.append(piece)
-                        await on_text(piece)
-                    if choice.get("finish_reason"):
-                        finish = "stop" if choice["finish_reason"] == "stop" else "length"
+            try:
+                await self._read(body, got, max_tokens, on_text, cancel)
+            except httpx.RemoteProtocolError:
+                if got.pieces:
+                    raise
+                log.info("upstream %s closed a kept-alive connection: retrying once", self.url)
+                got = _Stream()
+                await self._read(body, got, max_tokens, on_text, cancel)
+        except httpx.RemoteProtocolError as exc:
+            raise HearthError(
+                ErrorCode.UNREACHABLE, f"upstream {self.url} dropped the connection ({exc})"
+            ) from exc
+        except httpx.TimeoutException as exc:
+            raise HearthError(
+                ErrorCode.TIMED_OUT, f"upstream {self.url} timed out ({type(exc).__name__})"
+            ) from exc
         except httpx.HTTPError as exc:
             raise HearthError(
-                ErrorCode.MODEL_NOT_LOADED,
-                f"upstream {self.url} unreachable ({type(exc).__name__})",
+                ErrorCode.UNREACHABLE,
+                f"upstream {self.url} unreachable ({type(exc).__name__}: {exc})",
             ) from exc
-        conv.consumed = len(conv.messages) + 1
-        return Generation("".join(pieces), len(pieces), finish, 0)  # type: ignore[arg-type]
+        return got
+
+    async def _read(
+        self,
+        body: dict[str, Any],
+        got: _Stream,
+        max_tokens: int,
+        on_text: OnText,
+        cancel: anyio.Event,
+    ) -> None:
+        budget = max_tokens * MAX_CHARS_PER_TOKEN  # a server that never stops is cut
+        async with self._client.stream(
+            "POST", f"{self.url}/chat/completions", json=body
+        ) as response:
+            if response.status_code != 200:
+                detail = (await response.aread())[:300].decode(errors="replace")
+                if response.status_code == 400 and "grammar" in detail.lower():
+                    raise _Refused(detail)
+                code = (
+                    ErrorCode.MODEL_NOT_LOADED
+                    if response.status_code in (404, 503)
+                    else ErrorCode.INTERNAL
+                )
+                raise HearthError(code, f"upstream answered {response.status_code}: {detail}")
+            async for line in response.aiter_lines():
+                if cancel.is_set():
+                    got.finish = "cancelled"
+                    return
+                if not line.startswith("data:") or line[5:].strip() == "[DONE]":
+                    continue
+                chunk = _chunk(line[5:])
+                got.usage = chunk.get("usage") or got.usage
+                for choice in chunk.get("choices") or []:
+                    delta = choice.get("delta") or {}
+                    got.chars += sum(len(v) for v in _strings(delta))
+                    if piece := _text(delta.get("reasoning_content")):
+                        got.thinking.append(piece)
+                    if piece := _text(delta.get("content")):
+                        got.text.append(piece)
+                        got.pieces += 1
+                        await on_text(piece)
+                    for call in delta.get("tool_calls") or []:
+                        _add_call(got.calls, call)
+                        got.pieces += 1
+                    if reason := choice.get("finish_reason"):
+                        got.finish = "length" if reason == "length" else "stop"
+                if got.chars > budget:
+                    got.finish = "length"
+                    return
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+def _chunk(data: str) -> dict[str, Any]:
+    try:
+        chunk = json.loads(data)
+    except json.JSONDecodeError as exc:
+        raise HearthError(
+            ErrorCode.PROTOCOL_ERROR, "upstream sent a malformed stream line"
+        ) from exc
+    if not isinstance(chunk, dict):
+        raise HearthError(ErrorCode.PROTOCOL_ERROR, "upstream sent a stream line that is no object")
+    return chunk
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string in a JSON value (what a delta carries, whatever its shape)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _add_call(calls: dict[int, dict[str, str]], delta: Any) -> None:
+    """One streamed `tool_calls` delta: the name comes once, the arguments in pieces."""
+    if not isinstance(delta, dict):
+        return
+    index = delta.get("index")
+    call = calls.setdefault(
+        index if isinstance(index, int) else len(calls), {"name": "", "arguments": ""}
+    )
+    function = delta.get("function")
+    function = function if isinstance(function, dict) else {}
+    call["name"] += _text(function.get("name"))
+    call["arguments"] += _text(function.get("arguments"))
+
+
+def _call_text(call: dict[str, str]) -> str:
+    """A native call as the model's own `<tool_call>` JSON form, for the planner's
+    parser: arguments that are no JSON object stay a string (the parser rejects them);
+    `<`, `>` and `&` are escaped so no value can close the call early."""
+    try:
+        arguments: Any = json.loads(call["arguments"] or "{}")
+    except json.JSONDecodeError:
+        arguments = call["arguments"]
+    body = json.dumps({"name": call["name"], "arguments": arguments}, ensure_ascii=False)
+    for ch, escaped in (("&", "\\u0026"), ("<", "\\u003c"), (">", "\\u003e")):
+        body = body.replace(ch, escaped)
+    return f"{CALL_OPEN}\n{body}\n{CALL_CLOSE}\n"

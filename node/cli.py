@@ -4,15 +4,29 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
-import typer
+from hearth.protocol.console import hold_interrupts
 
-from hearth.protocol.console import emit, reporting, resolve_home
+hold_interrupts()  # a Ctrl-C while the command line loads is reported once it can be
+
+import typer  # noqa: E402
+
+from hearth.protocol.console import (  # noqa: E402
+    add_version,
+    cell,
+    configure_logging,
+    emit,
+    read_uri,
+    reporting,
+    resolve_home,
+    run_cli,
+)
 
 app = typer.Typer(
     help="Hearth home node: your always-on planner, relay and search exit.", no_args_is_help=True
 )
+add_version(app)
 
 index_app = typer.Typer(help="This node's local search index (what it answers as an exit).")
 app.add_typer(index_app, name="index")
@@ -103,12 +117,12 @@ def roster(
             table = Table(title=f"Roster v{current.version}")
             for column in ("peer id", "name", "roles", "expires"):
                 table.add_column(column)
-            for m in current.members:
+            for m in current.members:  # a name is whatever the member said at pairing
                 table.add_row(
-                    m.peer_id,
-                    m.name,
-                    ", ".join(sorted(m.roles)),
-                    "never" if m.expires is None else str(m.expires),
+                    cell(m.peer_id),
+                    cell(m.name),
+                    cell(", ".join(sorted(m.roles))),
+                    "never" if m.expires is None else cell(m.expires),
                 )
             Console().print(table)
 
@@ -144,20 +158,22 @@ def join(
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """A friend's node joins a swarm with a one-time invite (`invite --role friend`)."""
-    from hearth.protocol.transport.host import quiet_libp2p
-    from hearth.protocol.transport.keys import create_identity, load_identity
-    from hearth.protocol.transport.pairing import pair_home
-
+    """A friend's node joins a swarm with a one-time invite (`invite --role friend`). A node
+    that founded its own swarm with `init` may join as long as nobody joined it."""
     with reporting(as_json):
-        quiet_libp2p()
         directory = _home(home)
+        invite = read_uri(uri)
+        from hearth.protocol.transport.host import quiet_libp2p
+        from hearth.protocol.transport.keys import create_identity, load_identity
+        from hearth.protocol.transport.pairing import pair_home
+
+        quiet_libp2p()
         key = (
             load_identity(directory)
             if (directory / "identity.key").exists()
             else create_identity(directory)
         )
-        result, roster = pair_home(directory, uri, key, name or socket.gethostname(), "node")
+        result, roster = pair_home(directory, invite, key, name or socket.gethostname(), "node")
         payload = {
             "peer_id": result.member,
             "founder": result.founder,
@@ -168,8 +184,9 @@ def join(
             as_json,
             payload,
             lambda: typer.echo(
-                f"joined {result.founder}'s swarm as {result.member} "
-                f"(roles: {', '.join(result.roles)})"
+                f"Joined {result.founder}'s swarm as {result.member} "
+                f"(roles: {', '.join(result.roles)}).\n"
+                "Now run (or restart) `hearth-node serve` to take part."
             ),
         )
 
@@ -202,10 +219,7 @@ def serve(
     from hearth.node.config import load_config
     from hearth.node.daemon import serve as run
 
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(logging.DEBUG if verbose else logging.INFO)
     with reporting(False):
         directory = _home(home)
         config = load_config(
@@ -222,7 +236,7 @@ def serve(
 
 @app.command()
 def invite(
-    role: Annotated[str, typer.Option(help="phone or friend.")] = "phone",
+    role: Annotated[Literal["phone", "friend"], typer.Option(help="phone or friend.")] = "phone",
     grant: Annotated[
         str | None, typer.Option(help="Roles for a friend, comma-separated (default relay).")
     ] = None,
@@ -241,7 +255,12 @@ def invite(
         def render() -> None:
             import segno
 
-            typer.echo("Scan or paste this one-time URI on the device (hearth pair -):\n")
+            where = (
+                "On the friend's PC, run `hearth-node join -` and paste"
+                if role == "friend"
+                else "On the phone, run `hearth pair -` and paste (or scan)"
+            )
+            typer.echo(f"{where} this one-time URI:\n")
             typer.echo(reply["uri"] + "\n")
             segno.make(reply["uri"], error="m").terminal(compact=True)
 
@@ -279,33 +298,44 @@ def status(home: HomeOption = None, as_json: JsonOption = False) -> None:
             from rich.console import Console
             from rich.table import Table
 
-            console = Console()
+            console = Console(highlight=False)
             state = "running" if payload["running"] else "not running"
             model = payload["model"]["name"] if payload["model"] else "none"
             console.print(
-                f"[bold]{payload['peer_id']}[/] ({state}) model: {model}, "
-                f"sessions: {payload['sessions']}, queue: {payload['queue']}"
+                cell(
+                    f"{payload['peer_id']} ({state}) model: {model}, "
+                    f"sessions: {payload['sessions']}, queue: {payload['queue']}"
+                )
             )
             for addr in payload["addrs"]:
-                console.print(f"  {addr}")
-            table = Table("peer", "name", "reachable", "reason")
-            for peer in payload["peers"]:
-                table.add_row(
-                    peer["peer_id"],
-                    peer["name"],
-                    "yes" if peer["reachable"] else "no",
-                    peer["reason"],
-                )
-            console.print(table)
+                console.print(cell(f"  {addr}"))
+            if payload["peers"]:
+                table = Table("peer", "name", "reachable", "reason")
+                for peer in payload["peers"]:  # names and reasons come from peers
+                    table.add_row(
+                        cell(peer["peer_id"]),
+                        cell(peer["name"]),
+                        "yes" if peer["reachable"] else "no",
+                        cell(peer["reason"]),
+                    )
+                console.print(table)
+            else:
+                console.print("no other members yet: `hearth-node invite` pairs a phone or friend")
             for relay, held in payload.get("relays", {}).items():
                 state = f"{len(held['circuits'])} circuit address(es)" if held["circuits"] else ""
-                console.print(f"relay {relay}: {state or held.get('problem', '')}")
+                console.print(cell(f"relay {relay}: {state or held.get('problem', '')}"))
             if search := payload.get("search"):
                 console.print(
-                    f"search: epoch {search['epoch']}, {len(search['known_nodes'])} node(s) "
-                    f"known, served {search['served'] or 'nothing'}, "
-                    f"dropped {search['dropped'] or 'nothing'}"
-                    + (f", EQUIVOCATING {search['equivocating']}" if search["equivocating"] else "")
+                    cell(
+                        f"search: epoch {search['epoch']}, {len(search['known_nodes'])} node(s) "
+                        f"known, served {search['served'] or 'nothing'}, "
+                        f"dropped {search['dropped'] or 'nothing'}"
+                        + (
+                            f", EQUIVOCATING {search['equivocating']}"
+                            if search["equivocating"]
+                            else ""
+                        )
+                    )
                 )
 
         emit(as_json, payload, render)
@@ -347,4 +377,4 @@ def parse_duration(text: str) -> float:
 
 
 def main() -> None:
-    app()
+    run_cli(app)

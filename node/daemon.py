@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 
+from hearth.protocol.console import reason_about
 from hearth.protocol.transport.addressbook import AddressBook
 from hearth.protocol.transport.health import HEALTH_PROTOCOL
 from hearth.protocol.transport.host import host_for_home, quiet_libp2p
@@ -32,7 +33,14 @@ from hearth.protocol.wire.roster import Role
 from .admission import Admission
 from .backends import Backend, LlamaCppBackend, OpenAIUpstream
 from .config import NodeConfig, pairing_listen
-from .control import serve_control
+from .control import (
+    ControlRequest,
+    InviteRequest,
+    RevokeRequest,
+    RoleRequest,
+    StatusRequest,
+    serve_control,
+)
 from .metrics import serve_metrics
 from .pairing import Pairing, invite_roles, parse_roles
 from .planner import PLAN_PROTOCOL, Planner, PlannerSettings
@@ -153,6 +161,7 @@ class Node:
             "queue": health.queue,
             "admission": self.admission.summary(),
             "search": self.search.status(),
+            "handshakes": self.handshakes(),
             "roles": health.roles,
             "relays": {
                 relay: {"circuits": self.reservations.circuits.get(relay, [])}
@@ -191,32 +200,40 @@ class Node:
             await self.host.connect(peer, AddressBook(self.home).get(peer), STATUS_DIAL_S)
             out[peer] = ""
         except HearthError as exc:
-            out[peer] = f"{exc.code.value}: {exc.message}"
+            out[peer] = reason_about(peer, exc)
 
-    async def control(self, request: dict[str, Any]) -> dict[str, Any]:
-        op = request.get("op")
-        if op == "status":
-            return await self.status()
-        if op in ("grant", "deny"):
-            role = parse_roles(request["role"])
-            if len(role) != 1:
-                raise HearthError(ErrorCode.INVALID_INPUT, "name exactly one role")
-            return await self.swarm.set_role(request["peer"], next(iter(role)), op == "grant")
-        if op == "revoke":
-            return await self.swarm.revoke(request["peer"])
-        if op == "invite":
-            if self.roster.roster.founder != self.host.peer_id:
-                raise HearthError(ErrorCode.INVALID_INPUT, "only the founder invites")
-            grants = parse_roles(request["grant"]) if request.get("grant") else None
-            invite_roles(request.get("role", "phone"), grants)  # check before creating
-            invite = await self.pairing.create(
-                request.get("role", "phone"), grants, float(request.get("ttl", 600))
-            )
-            return {"uri": invite.uri(), "expires": invite.expires, "node": invite.node}
-        raise HearthError(ErrorCode.INVALID_INPUT, f"unknown control op {op!r}")
+    async def control(self, request: ControlRequest) -> dict[str, Any]:
+        match request:
+            case StatusRequest():
+                return await self.status()
+            case RoleRequest():
+                role = parse_roles(request.role)
+                if len(role) != 1:
+                    raise HearthError(ErrorCode.INVALID_INPUT, "name exactly one role")
+                return await self.swarm.set_role(
+                    request.peer, next(iter(role)), request.op == "grant"
+                )
+            case RevokeRequest():
+                return await self.swarm.revoke(request.peer)
+            case InviteRequest():
+                if self.roster.roster.founder != self.host.peer_id:
+                    raise HearthError(ErrorCode.INVALID_INPUT, "only the founder invites")
+                grants = parse_roles(request.grant) if request.grant else None
+                invite_roles(request.role, grants)  # check before creating
+                invite = await self.pairing.create(request.role, grants, request.ttl)
+                return {"uri": invite.uri(), "expires": invite.expires, "node": invite.node}
+
+    def handshakes(self) -> dict[str, dict[str, int]]:
+        """Private-network handshakes that failed on the key, on the main listener and
+        the pairing listener, and how many addresses' failures are remembered now."""
+        ring = self.host.keyring
+        main = {"failed": ring.failed, "remembered": ring.remembered()}
+        return {"main": main, "pairing": self.pairing.handshakes().model_dump()}
 
     def metrics(self) -> dict[str, float]:
         stats = self.admission.stats
+        handshakes = self.handshakes()
+        search = self.search
         return {
             "hearth_sessions": stats.active,
             "hearth_queue": stats.queued,
@@ -224,6 +241,11 @@ class Node:
             "hearth_admitted_total": stats.admitted,
             "hearth_members": len(self.roster.roster.members),
             "hearth_uptime_seconds": time.time() - self.started,
+            "hearth_handshakes_failed_total": handshakes["main"]["failed"],
+            "hearth_pairing_handshakes_failed_total": handshakes["pairing"]["failed"],
+            "hearth_pairing_handshakes_throttled_total": handshakes["pairing"]["throttled"],
+            "hearth_search_dropped_total": sum(search.drops.values()),
+            "hearth_onion_announcements_refused_total": sum(search.directory.refused.values()),
         }
 
     async def run(self, ready_file: Path | None) -> None:

@@ -1,4 +1,5 @@
-"""Prometheus text-format metrics on an opt-in loopback port."""
+"""Prometheus text-format metrics on an opt-in loopback port. A client that hangs
+up early, or never reads, costs its connection and nothing more."""
 
 from __future__ import annotations
 
@@ -27,16 +28,20 @@ async def serve_metrics(
 
     async def one(client: SocketStream) -> None:
         async with client:
-            with anyio.move_on_after(5):
-                await client.receive(4096)
-            body = render(gauges()).encode()
-            await client.send(
-                b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
-                b"Content-Length: "
-                + str(len(body)).encode()
-                + b"\r\nConnection: close\r\n\r\n"
-                + body
-            )
+            try:
+                with anyio.move_on_after(5):
+                    await client.receive(4096)
+                body = render(gauges()).encode()
+                with anyio.move_on_after(5):
+                    await client.send(
+                        b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
+                        b"Content-Length: "
+                        + str(len(body)).encode()
+                        + b"\r\nConnection: close\r\n\r\n"
+                        + body
+                    )
+            except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+                pass  # the client went away: nothing to answer
 
     async with listener:
         await listener.serve(one)

@@ -6,7 +6,9 @@ it. The pairing listener runs only while an invite is live, keyed by the live
 invites' keys, and serves `/hearth/pair/1` alone: a wrong token fails at the
 private-network handshake (`refused`), a used or expired one finds no listener or
 no key (`unreachable`/`refused`), and failed handshakes are rate-limited per
-source address.
+source address: a throttled address gets less time to send its handshake, but what
+it sends is still tried with every live invite's key, so a correct token always
+gets in. Failed-handshake memory expires and is bounded (`KeyRing`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 
 import anyio
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from pydantic import BaseModel
 
 from hearth.protocol.transport.host import HearthHost
 from hearth.protocol.transport.keys import SwarmKeys, pairing_key
@@ -34,7 +37,17 @@ from hearth.protocol.wire.roster import Member, Role
 log = logging.getLogger("hearth.pairing")
 CONNECTION_LIMIT_S = 30.0
 FAILED_HANDSHAKES_PER_MINUTE = 5
+MAX_LIVE_INVITES = 32  # each live invite is one more key every handshake is tried with
 FRIEND_DEFAULT_GRANTS = frozenset({Role.RELAY})
+
+
+class HandshakeStats(BaseModel):
+    """Handshakes that failed on the key (wrong or no token), those from throttled
+    addresses, and how many addresses' failures are remembered now."""
+
+    failed: int = 0
+    throttled: int = 0
+    remembered: int = 0
 
 
 @dataclass(frozen=True)
@@ -94,6 +107,18 @@ class Pairing:
         self._redeeming = 0
         self._changed = anyio.Event()
         self._host: HearthHost | None = None
+        self._past = HandshakeStats()  # of listeners that have stopped
+
+    def handshakes(self) -> HandshakeStats:
+        """Failed and throttled handshakes on the pairing listener, since start."""
+        ring = self._host.keyring if self._host is not None else None
+        if ring is None:
+            return self._past
+        return HandshakeStats(
+            failed=self._past.failed + ring.failed,
+            throttled=self._past.throttled + ring.throttled_total,
+            remembered=ring.remembered(),
+        )
 
     def live(self, now: float) -> list[PendingInvite]:
         for h in [h for h, inv in self.invites.items() if inv.expires <= now]:
@@ -105,6 +130,10 @@ class Pairing:
         if not 1 <= ttl <= 7 * 24 * 3600:
             raise HearthError(ErrorCode.INVALID_INPUT, "--ttl must be between 1s and 7d")
         roles = invite_roles(kind, grants)
+        if len(self.live(time.time())) >= MAX_LIVE_INVITES:
+            raise HearthError(
+                ErrorCode.BUSY, f"{MAX_LIVE_INVITES} invites are live already", retry_after=60
+            )
         token = secrets.token_bytes(TOKEN_SIZE)
         expires = time.time() + ttl
         pending = PendingInvite(token_hash(token), pairing_key(token), roles, expires)
@@ -144,15 +173,18 @@ class Pairing:
         host.handle(PAIR_PROTOCOL, self._redeem, allow=lambda _peer: True)
         host.serve_only({PAIR_PROTOCOL})
         self._host = host
-        async with host.run([self.listen]):
-            self.addrs = host.addrs()
-            log.info("pairing listener up (%d live invite(s))", len(self.invites))
-            while self.live(time.time()) or self._redeeming:
-                with anyio.move_on_after(1.0):
-                    await self._changed.wait()
-                    self._changed = anyio.Event()
-            self.addrs = []
-        self._host = None
+        try:
+            async with host.run([self.listen]):
+                self.addrs = host.addrs()
+                log.info("pairing listener up (%d live invite(s))", len(self.invites))
+                while self.live(time.time()) or self._redeeming:
+                    with anyio.move_on_after(1.0):
+                        await self._changed.wait()
+                        self._changed = anyio.Event()
+                self.addrs = []
+        finally:
+            self._past = self.handshakes().model_copy(update={"remembered": 0})
+            self._host = None
         log.info("pairing listener down: no live invite")
 
     async def _redeem(self, stream: FrameStream) -> None:

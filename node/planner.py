@@ -15,7 +15,7 @@ import json
 import logging
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio
@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hearth.protocol.model.grammar import Mode, tool_grammar
 from hearth.protocol.model.runtime import Sampling
 from hearth.protocol.model.toolcalls import parse_generation
-from hearth.protocol.model.validate import check_schemas, validate_call
+from hearth.protocol.model.validate import check_schemas, validate_calls
 from hearth.protocol.transport.streams import FrameStream
 from hearth.protocol.transport.taskgroups import single_error
 from hearth.protocol.wire.errors import ErrorCode, HearthError
@@ -71,6 +71,7 @@ class PlannerSettings:
     plan_ttl_s: float = 300.0
     observation_timeout_s: float = 120.0
     request_timeout_s: float = 30.0  # a stream that sends no whole request by then is closed
+    sampling: Sampling = field(default_factory=Sampling)  # from the node's configuration
 
 
 def sign_plan(plan: Plan, key: Ed25519PrivateKey) -> Signed:
@@ -223,6 +224,7 @@ class _Session:
             messages=[m.model_dump(exclude_none=True) for m in request.conversation],
             tools=[t.model_dump() for t in tools],
             thinking=request.thinking,
+            thinking_budget=request.limits.max_thinking_tokens,
         )
         untrusted: list[UntrustedInput] = []
         steps_left = request.limits.max_steps
@@ -238,19 +240,34 @@ class _Session:
             async def stream_text(piece: str) -> None:
                 await self.send(Token(request_id=request.request_id, text=piece))
 
+            grammar = tool_grammar(
+                schemas,
+                mode,
+                max_calls=max(1, steps_left),
+                max_value_chars=request.limits.max_value_chars,
+            )
             result = await backend.generate(
                 conv,
-                grammar=tool_grammar(schemas, mode, max_calls=max(1, steps_left)),
+                grammar=grammar,
                 max_tokens=request.limits.max_tokens,
                 on_text=stream_text,
                 cancel=self.cancel,
-                sampling=Sampling(),
+                sampling=self.planner.settings.sampling,
             )
             if result.finish == "cancelled":
                 raise HearthError(ErrorCode.CANCELLED, "plan session cancelled")
-            parsed = parse_generation(result.text, result.finish, schemas)
-            for call in parsed.calls:
-                validate_call(call, schemas)
+            if result.thinking:  # progress, never a call
+                await self.send(
+                    Token(request_id=request.request_id, text=result.thinking, thinking=True)
+                )
+            parsed = parse_generation(
+                result.text,
+                result.finish,
+                schemas,
+                calls=grammar is not None,
+                thinking=request.thinking,
+            )
+            await validate_calls(parsed.calls, schemas)
             conv.messages.append({"role": "assistant", "content": result.text})
             if not parsed.calls:
                 await self.send(

@@ -94,6 +94,7 @@ class SearchService:
             "equivocating": sorted(self.directory.equivocating),
             "dropped": dict(self.drops),
             "served": dict(self.served),
+            "refused_announcements": {r.value: n for r, n in self.directory.refused.items()},
         }
 
     async def serve(self, stream: FrameStream) -> None:
@@ -129,6 +130,9 @@ class SearchService:
             raise HearthError(ErrorCode.REFUSED, "this node does not relay searches")
         assert peeled.next_hop is not None
         next_peer = ID(peeled.next_hop).to_base58()
+        if not self.roster.roles_of(next_peer) & SEARCH_ROLES:  # no dial, no pull for it
+            self.drops["next_hop_not_a_search_member"] += 1
+            raise HearthError(ErrorCode.PROTOCOL_ERROR, "search packet dropped: unknown next hop")
         known = self.directory.usable(self.roster.roster, time.time()).get(next_peer)
         founder = self.roster.roster.founder
         if known is None and founder != self.host.peer_id:  # announced since the last gossip?
@@ -175,6 +179,8 @@ class SearchService:
 
     def _rate_limit(self, peer: str) -> None:
         now = time.monotonic()
+        for gone in [p for p, t in self._recent.items() if not t or now - t[-1] > 60]:
+            del self._recent[gone]  # one entry per member that searched in the last minute
         recent = self._recent.setdefault(peer, deque())
         while recent and now - recent[0] > 60:
             recent.popleft()

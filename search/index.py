@@ -62,12 +62,18 @@ def extract(path: Path) -> tuple[str, str]:
     return first.lstrip("# ").strip()[:200], raw
 
 
-def documents(paths: list[Path]) -> Iterator[Path]:
+def documents(paths: list[Path]) -> Iterator[tuple[Path, str]]:
+    """Each document under `paths` and the name it is indexed (and found) under: its path
+    from the folder given (`notes/bread.md` for `index add ~/notes`), never an absolute
+    path, which would show every searcher how this node's disk is laid out."""
     for path in paths:
-        if path.is_dir():
-            yield from (p for p in sorted(path.rglob("*")) if p.suffix.lower() in SUFFIXES)
-        elif path.is_file():
-            yield path
+        root = path.resolve()
+        if root.is_dir():
+            for doc in sorted(root.rglob("*")):
+                if doc.suffix.lower() in SUFFIXES:
+                    yield doc, doc.relative_to(root.parent).as_posix()
+        elif root.is_file():
+            yield root, root.name
         else:
             raise HearthError(ErrorCode.INVALID_INPUT, f"no file or directory at {path}")
 
@@ -89,9 +95,8 @@ class FtsIndex:
         """Index (or re-index) the documents under `paths`; returns how many."""
         count = 0
         with self._connect() as db:
-            for path in documents(paths):
+            for path, key in documents(paths):
                 title, body = extract(path)
-                key = str(path.resolve())
                 db.execute("DELETE FROM text WHERE path = ?", (key,))
                 db.execute(
                     "INSERT INTO text (path, title, body) VALUES (?, ?, ?)", (key, title, body)
@@ -119,8 +124,9 @@ class FtsIndex:
                 "WHERE text MATCH ? ORDER BY bm25(text) LIMIT ?",
                 (terms, max(1, min(limit, 50))),
             ).fetchall()
-        return [
-            Result(title, Path(path).as_uri(), snippet, "index") for path, title, snippet in rows
+        return [  # an index made before names were relative may hold absolute paths
+            Result(title, Path(name).name if Path(name).is_absolute() else name, snippet, "index")
+            for name, title, snippet in rows
         ]
 
     async def search(self, query: str, limit: int) -> list[Result]:

@@ -56,6 +56,8 @@ class Drop(StrEnum):
     REPLAYED = "replayed"
     EXPIRED = "expired"
     MALFORMED = "malformed"
+    EXPIRES_TOO_LATE = "expires_too_late"  # longer-lived than a hop keeps replay tags
+    REPLAY_CACHE_FULL = "replay_cache_full"
 
 
 class Dropped(Exception):
@@ -81,6 +83,7 @@ class Peeled:
     packet: bytes
     reply_key: bytes
     replay_tag: bytes
+    expires: int  # unix time, as the sender set it
 
     def query(self) -> tuple[str, int]:
         """At the exit: (query, result limit)."""
@@ -178,7 +181,8 @@ def peel(packet: bytes, onion_keys: list[X25519PrivateKey], now: float) -> tuple
             raise Dropped(Drop.EXPIRED)
         header = _xor(rest[: HEADER - SLOT] + bytes(SLOT), _stream(keys.header, HEADER))
         payload = _xor(rest[HEADER - SLOT :], _stream(keys.payload, REQUEST_PAYLOAD))
-        peeled = Peeled(None if kind == 1 else next_hop, header + payload, reply_key, keys.replay)
+        next_hop = None if kind == 1 else next_hop
+        peeled = Peeled(next_hop, header + payload, reply_key, keys.replay, expires)
         return peeled, index
     raise Dropped(Drop.UNDECRYPTABLE)
 

@@ -25,8 +25,8 @@ def run(*args: str, cwd: Path | None = None, **env: str) -> subprocess.Completed
 @pytest.mark.parametrize(
     ("command", "expected"),
     [
-        ("hearth", ["init", "models", "demo"]),
-        ("hearth-node", ["init", "roster"]),
+        ("hearth", ["init", "models", "demo", "config", "ask"]),
+        ("hearth-node", ["init", "roster", "join", "invite"]),
     ],
 )
 def test_help_lists_the_commands(command: str, expected: list[str]) -> None:

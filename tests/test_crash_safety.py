@@ -100,3 +100,29 @@ def test_a_non_idempotent_step_caught_mid_run_is_not_rerun_when_the_user_says_no
     assert (home / "effects.log").read_text().splitlines() == ["effect"]  # not twice
     assert step_state(home, "s1") == "refused" and step_state(home, "s2") == "ok"
     integrity(home)
+
+
+def test_opening_the_journal_again_keeps_the_locks_of_connections_in_use(tmp_path) -> None:
+    from hearth.companion.journal import connect
+
+    path = tmp_path / "journal.db"
+    in_use = connect(path)
+    in_use.execute("CREATE TABLE t (x)")
+    in_use.execute("INSERT INTO t VALUES (1)")
+    connect(path)  # another Phone of this process opens the journal too
+    # another process comes and goes: it must see that this one still uses the journal
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3, sys; db = sqlite3.connect(sys.argv[1], isolation_level=None); "
+            "db.execute('INSERT INTO t VALUES (2)'); db.close()",
+            str(path),
+        ],
+        check=True,
+        timeout=60,
+    )
+    assert (tmp_path / "journal.db-wal").exists()  # not checkpointed away under our feet
+    in_use.execute("INSERT INTO t VALUES (3)")
+    assert in_use.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    assert [r[0] for r in in_use.execute("SELECT x FROM t")] == [1, 2, 3]

@@ -1,9 +1,11 @@
-"""The phone's executor: manifest, $ref, tiers, taint, privacy, journal, audit."""
+"""The phone's executor: manifest, $ref, tiers, taint, privacy, journal, audit, the
+request's limits, and each round's steps kept apart."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import time
 
 import pytest
 import trio
@@ -12,8 +14,10 @@ from hypothesis import strategies as st
 
 from hearth.companion.audit import AuditLog
 from hearth.companion.executor import Policy, SessionState, check_structure
+from hearth.companion.tools.builtin import READ
+from hearth.companion.tools.registry import Tier, ToolContext
 from hearth.protocol.wire.errors import HearthError
-from hearth.protocol.wire.messages import UntrustedInput
+from hearth.protocol.wire.messages import Limits, UntrustedInput
 
 from .phone_kit import make_executor, make_plan
 
@@ -181,3 +185,112 @@ def test_audit_log_verifies_and_detects_edits_and_truncation(tmp_path) -> None:
     db.commit()
     ok, why = AuditLog(tmp_path / "other").verify()
     assert not ok and "truncated" in why
+
+
+LIMITS = Limits(max_steps=4, max_rounds=3, deadline_s=120)
+
+
+def notes_plan(count: int, round_no: int = 1):  # type: ignore[no-untyped-def]
+    plan = make_plan(*((f"s{i}", "notes_create", {"text": f"n{i}"}, []) for i in range(count)))
+    return plan.model_copy(update={"round": round_no})
+
+
+@pytest.mark.parametrize(
+    ("plans", "reason"),
+    [
+        ([notes_plan(1, round_no=4)], "round 4 is beyond the 3 rounds"),
+        ([notes_plan(5)], "5 steps in all are beyond the 4"),
+        ([notes_plan(3), notes_plan(2, round_no=2)], "5 steps in all are beyond the 4"),
+    ],
+    ids=["rounds", "steps-per-plan", "total-steps"],
+)
+def test_the_phone_holds_the_planner_to_the_limits_it_asked_for(tmp_path, plans, reason) -> None:
+    executor, _, data = make_executor(tmp_path)
+    state = SessionState(limits=LIMITS)
+    *allowed, beyond = plans
+    for plan in allowed:
+        run(executor, plan, state)
+    written = (data.root / "notes.json").read_text() if allowed else None
+    with pytest.raises(HearthError) as info:
+        run(executor, beyond, state)
+    assert info.value.code.value == "plan_rejected" and reason in info.value.message
+    assert (data.root / "notes.json").read_text() == written if allowed else not written
+    assert not executor.journal.seen(beyond.plan_id)  # nothing of it ran
+    assert executor.audit.records()[-1]["outcome"] == "refused"
+
+
+def test_a_plan_after_the_deadline_is_rejected_and_steps_past_it_are_skipped(tmp_path) -> None:
+    executor, _, _ = make_executor(tmp_path)
+    late = SessionState(limits=LIMITS, started=time.monotonic() - 121)
+    with pytest.raises(HearthError, match="deadline"):
+        run(executor, notes_plan(1), late)
+
+    @executor.registry.tool(tier=Tier.READ_ONLY, annotations=READ)
+    async def pause(ctx: ToolContext, seconds: float) -> dict:
+        """Wait."""
+        await trio.sleep(seconds)
+        return {}
+
+    almost = SessionState(limits=Limits(deadline_s=0.5), started=time.monotonic() - 0.4)
+    plan = make_plan(("s1", "pause", {"seconds": 0.2}, []), ("s2", "notes_search", {}, []))
+    obs = run(executor, plan, almost)
+    assert [o.status for o in obs] == ["ok", "skipped"] and "deadline" in obs[1].error
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("files_write", {"path": "todo.txt", "text": "overwritten"}),
+        ("clipboard_set", {"text": "overwritten"}),
+        (
+            "calendar_move",
+            {"event_id": "EVENT", "start": "2027-01-01T09:00", "end": "2027-01-01T10:00"},
+        ),
+    ],
+)
+def test_changing_existing_data_is_irreversible_and_confirmed_per_step(
+    tmp_path, tool, arguments
+) -> None:
+    executor, asked, data = make_executor(tmp_path, answer=False)  # --no
+    data.sandbox.mkdir(parents=True)
+    (data.sandbox / "todo.txt").write_text("the owner's list")
+    (data.root / "clipboard.txt").write_text("the owner's list")
+    create = executor.registry.get("calendar_create")
+    event = trio.run(
+        lambda: create.run(
+            create.validate({"title": "t", "start": "2026-12-24T09:00", "end": "2026-12-24T10:00"}),
+            ToolContext("setup:s0"),
+        )
+    )
+    arguments = {k: event["event_id"] if v == "EVENT" else v for k, v in arguments.items()}
+    files = (data.sandbox / "todo.txt", data.root / "clipboard.txt", data.root / "calendar.ics")
+    before = [f.read_bytes() for f in files]
+    (obs,) = run(executor, make_plan(("s1", tool, arguments, [])))
+    assert obs.status == "refused"
+    (question,) = asked.asked
+    assert question.kind == "step" and question.arguments == arguments  # the exact arguments
+    assert [f.read_bytes() for f in files] == before
+
+
+def test_writing_a_new_file_needs_one_approval_for_the_plan(tmp_path) -> None:
+    executor, asked, _ = make_executor(tmp_path)
+    plan = make_plan(
+        ("s1", "files_write", {"path": "a.txt", "text": "x"}, []),
+        ("s2", "notes_create", {"text": "y"}, []),
+    )
+    assert [o.status for o in run(executor, plan)] == ["ok", "ok"]
+    assert [c.kind for c in asked.asked] == ["plan"]
+
+
+def test_ask_json_keeps_each_rounds_steps_apart(tmp_path) -> None:
+    from hearth.companion.phone import plan_view
+
+    executor, _, _ = make_executor(tmp_path, answer=False)
+    state = SessionState()
+    round1 = make_plan(("s1", "message_send", {"to": "+1", "body": "x"}, []))
+    round2 = make_plan(("s1", "notes_search", {}, [])).model_copy(update={"round": 2})
+    views = [plan_view(p, run(executor, p, state)) for p in (round1, round2)]
+    (refused,), (ok,) = (v["steps"] for v in views)
+    assert (refused["round"], refused["status"], refused["result"]) == (1, "refused", None)
+    assert "declined" in refused["error"]
+    assert (ok["round"], ok["status"], ok["error"]) == (2, "ok", None)

@@ -1,15 +1,25 @@
-"""Hostile members: unknown protocols, stream floods; the node keeps serving others."""
+"""Hostile members: unknown protocols, stream floods; the node keeps serving others.
+Hostile text: a confirmation shows it plainly. A home's files are the owner's only."""
 
 from __future__ import annotations
+
+import os
+import pty
+import sqlite3
+import stat
+import sys
 
 import anyio
 import pytest
 import trio
 
+from hearth.companion.confirm import Confirmation, Scripted, Terminal
+from hearth.companion.executor import SessionState
 from hearth.protocol.transport.plans import PLAN_PROTOCOL, run_plan_session
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
 from .nodes import pair_phone, start_node
+from .phone_kit import make_plan
 from .test_node import ok_observations, plan, request
 
 
@@ -66,3 +76,64 @@ def test_a_member_flooding_streams_gets_busy_and_others_are_still_served(node, t
     trio.run(both)
     assert outcomes.count("busy") >= 24 - 2 - 2  # per-phone share: 2 running or queued
     assert set(outcomes) <= {"ok", "busy"}
+
+
+def test_a_confirmation_shows_hostile_text_plainly_and_whole_on_request(
+    capsys, monkeypatch
+) -> None:
+    master, slave = pty.openpty()
+    monkeypatch.setattr(sys, "stdin", os.fdopen(slave, "r"))
+    os.write(master, b"?\ny\n")  # show everything, then yes
+    long_body = "\x1b[2J" + "A" * 500
+    request = Confirmation(
+        "step",
+        "p1",
+        "Step s1: [conceal]send it[/conceal] [/x]",
+        "message_send",
+        {"to": "+1555 [/x]", "body": long_body},
+        {"to": "from web_search (evil.example [conceal])\n  nothing to worry about"},
+    )
+    try:
+        assert trio.run(Terminal().confirm, request) is True
+    finally:
+        os.close(master)
+    out, err = capsys.readouterr()
+    assert out == ""  # the prompt never goes to stdout (`--json` owns it)
+    first, full = err.split("Go ahead?")[:2]
+    assert "[conceal]send it[/conceal] [/x]" in first and "+1555 [/x]" in first
+    assert "! to may come from untrusted input: from web_search (evil.example [conceal])" in first
+    assert "\\n  nothing to worry about" in first  # a value cannot forge a line of its own
+    assert "\x1b" not in err and "\\u001b[2J" in first  # the escape is shown, not obeyed
+    assert "…(" in first and "more characters)" in first and "A" * 500 not in first
+    assert "A" * 500 in full  # `?` shows the value whole
+
+
+def test_every_file_under_a_home_is_the_owners_only(tmp_path) -> None:
+    from hearth.companion.config import init_phone
+    from hearth.companion.phone import Phone
+
+    home = tmp_path / "phone"
+    old_umask = os.umask(0)
+    try:
+        home.mkdir(mode=0o755)  # a home that existed before `hearth init`
+        (home / "policy.toml").write_text("")
+        sqlite3.connect(home / "journal.db").close()  # left by an earlier version, 0644
+        (home / "journal.db").chmod(0o644)
+        init_phone(home, None)
+        phone = Phone(home, Scripted(True))
+        plan = make_plan(
+            ("s1", "notes_create", {"text": "private"}, []),
+            ("s2", "files_write", {"path": "deep/er/a.txt", "text": "private"}, []),
+            ("s3", "message_send", {"to": "+49", "body": "hi"}, []),
+        )
+        obs = trio.run(lambda: phone.executor.execute(plan, SessionState()))
+        assert [o.status for o in obs] == ["ok"] * 3
+    finally:
+        os.umask(old_umask)
+    assert (home / "journal.db-wal").exists() and (home / "audit.db-shm").exists()
+    wrong = {
+        str(p.relative_to(tmp_path)): oct(stat.S_IMODE(p.lstat().st_mode))
+        for p in [home, *home.rglob("*")]
+        if stat.S_IMODE(p.lstat().st_mode) != (0o700 if p.is_dir() else 0o600)
+    }
+    assert wrong == {}

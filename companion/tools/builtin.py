@@ -3,7 +3,12 @@
 calendar (iCalendar), reminders, contacts (vCard), messages (outbox, or
 `termux-sms-send`), notes, files inside a sandbox, clipboard, device status.
 Writes deduplicate on the idempotency key `plan_id:step_id`: a rerun after a crash
-returns the first run's result instead of acting twice.
+returns the first run's result instead of acting twice. Changing or deleting existing
+data (moving or deleting an event, overwriting a file or the clipboard) keeps no
+previous version, so it is irreversible: a confirmation per step. What the phone
+stores (files, notes, calendar, contacts, clipboard, reminders) is private, and
+untrusted too: anyone may have written it (an invitation, a download, a paste). Errors name the
+argument, never its value (the value may be private).
 """
 
 from __future__ import annotations
@@ -20,14 +25,14 @@ from pydantic import Field
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
 from .registry import Annotations, Registry, Tier, ToolContext
-from .storage import PhoneData, write_atomic
+from .storage import PhoneData, private_dir, write_atomic
 
 if TYPE_CHECKING:  # the calendar and contacts libraries load when those tools run
     import icalendar
 
 READ = Annotations(read_only=True, destructive=False, idempotent=True, open_world=False)
 WRITE = Annotations(read_only=False, destructive=False, idempotent=True, open_world=False)
-DELETE = Annotations(read_only=False, destructive=True, idempotent=True, open_world=False)
+CHANGE = Annotations(read_only=False, destructive=True, idempotent=True, open_world=False)
 SEND = Annotations(read_only=False, destructive=False, idempotent=True, open_world=True)
 
 Text = Annotated[str, Field(min_length=1, max_length=2000)]
@@ -35,11 +40,11 @@ Short = Annotated[str, Field(min_length=1, max_length=200)]
 When = Annotated[str, Field(description="ISO 8601 date-time, e.g. 2026-12-24T18:00")]
 
 
-def _when(text: str) -> dt.datetime:
+def _when(text: str, name: str) -> dt.datetime:
     try:
         return dt.datetime.fromisoformat(text)
     except ValueError as exc:
-        raise HearthError(ErrorCode.PLAN_REJECTED, f"not an ISO date-time: {text!r}") from exc
+        raise HearthError(ErrorCode.PLAN_REJECTED, f"{name}: not an ISO 8601 date-time") from exc
 
 
 def _termux(*cmd: str) -> str | None:
@@ -75,12 +80,13 @@ def register_builtin(registry: Registry, data: PhoneData) -> None:
             "location": str(ev.get("location", "")),
         }
 
-    @registry.tool(tier=Tier.READ_ONLY, annotations=READ, private=True)
+    @registry.tool(tier=Tier.READ_ONLY, annotations=READ, private=True, untrusted_results=True)
     async def calendar_list(
         ctx: ToolContext, start: When | None = None, end: When | None = None
     ) -> list[dict[str, Any]]:
         """List calendar events, optionally between two date-times."""
-        lo, hi = (_when(start) if start else None), (_when(end) if end else None)
+        lo = _when(start, "start") if start else None
+        hi = _when(end, "end") if end else None
         events = [event_view(e) for e in load_calendar().walk("VEVENT")]
         return [
             e
@@ -96,7 +102,7 @@ def register_builtin(registry: Registry, data: PhoneData) -> None:
         """Create a calendar event."""
         if (done := data.done(ctx.idempotency_key)) is not None:
             return done
-        if _when(end) < _when(start):
+        if _when(end, "end") < _when(start, "start"):
             raise HearthError(ErrorCode.PLAN_REJECTED, "an event cannot end before it starts")
         import icalendar
 
@@ -104,8 +110,8 @@ def register_builtin(registry: Registry, data: PhoneData) -> None:
         ev = icalendar.Event()
         ev.add("uid", str(uuid.uuid5(uuid.NAMESPACE_URL, ctx.idempotency_key)))
         ev.add("summary", title)
-        ev.add("dtstart", _when(start))
-        ev.add("dtend", _when(end))
+        ev.add("dtstart", _when(start, "start"))
+        ev.add("dtend", _when(end, "end"))
         ev.add("dtstamp", dt.datetime.now(dt.UTC))
         if location:
             ev.add("location", location)
@@ -117,9 +123,9 @@ def register_builtin(registry: Registry, data: PhoneData) -> None:
         for ev in cal.walk("VEVENT"):
             if str(ev.get("uid")) == event_id:
                 return ev
-        raise HearthError(ErrorCode.PLAN_REJECTED, f"no event {event_id!r}")
+        raise HearthError(ErrorCode.PLAN_REJECTED, "event_id: no such event")
 
-    @registry.tool(tier=Tier.REVERSIBLE, annotations=WRITE, control=("event_id",))
+    @registry.tool(tier=Tier.IRREVERSIBLE, annotations=CHANGE, control=("event_id",))
     async def calendar_move(
         ctx: ToolContext, event_id: Short, start: When, end: When
     ) -> dict[str, Any]:
@@ -128,11 +134,11 @@ def register_builtin(registry: Registry, data: PhoneData) -> None:
         ev = find_event(cal, event_id)
         for key, value in (("dtstart", start), ("dtend", end)):
             del ev[key]
-            ev.add(key, _when(value))
+            ev.add(key, _when(value, key[2:]))
         save_calendar(cal)
         return event_view(ev)
 
-    @registry.tool(tier=Tier.IRREVERSIBLE, annotations=DELETE, control=("event_id",))
+    @registry.tool(tier=Tier.IRREVERSIBLE, annotations=CHANGE, control=("event_id",))
     async def calendar_delete(ctx: ToolContext, event_id: Short) -> dict[str, Any]:
         """Delete a calendar event."""
         if (done := data.done(ctx.idempotency_key)) is not None:
@@ -156,19 +162,19 @@ def register_builtin(registry: Registry, data: PhoneData) -> None:
         reminder = {
             "id": uuid.uuid5(uuid.NAMESPACE_URL, ctx.idempotency_key).hex[:12],
             "text": text,
-            "at": _when(at).isoformat(),
+            "at": _when(at, "at").isoformat(),
         }
         write_atomic(reminders_file, json.dumps([*load_reminders(), reminder], indent=1))
         return data.record(ctx.idempotency_key, reminder)
 
-    @registry.tool(tier=Tier.READ_ONLY, annotations=READ, private=True)
+    @registry.tool(tier=Tier.READ_ONLY, annotations=READ, private=True, untrusted_results=True)
     async def reminder_list(ctx: ToolContext) -> list[dict[str, Any]]:
         """List reminders."""
         return load_reminders()
 
     contacts_file = data.path("contacts.vcf")
 
-    @registry.tool(tier=Tier.READ_ONLY, annotations=READ, private=True)
+    @registry.tool(tier=Tier.READ_ONLY, annotations=READ, private=True, untrusted_results=True)
     async def contacts_search(ctx: ToolContext, query: Short) -> list[dict[str, Any]]:
         """Find contacts whose name contains the query."""
         if not contacts_file.exists():
@@ -198,7 +204,7 @@ def register_builtin(registry: Registry, data: PhoneData) -> None:
         if _termux("termux-sms-send", "-n", to, body) is not None:
             channel = "sms"
         else:
-            outbox.mkdir(exist_ok=True)
+            private_dir(outbox)
             name = uuid.uuid5(uuid.NAMESPACE_URL, ctx.idempotency_key).hex[:16]
             write_atomic(outbox / f"{name}.json", json.dumps({"to": to, "body": body}))
             channel = "outbox"
@@ -222,29 +228,37 @@ def register_builtin(registry: Registry, data: PhoneData) -> None:
         write_atomic(notes_file, json.dumps([*load_notes(), note], indent=1))
         return data.record(ctx.idempotency_key, note)
 
-    @registry.tool(tier=Tier.READ_ONLY, annotations=READ, private=True)
+    @registry.tool(tier=Tier.READ_ONLY, annotations=READ, private=True, untrusted_results=True)
     async def notes_search(ctx: ToolContext, query: str = "") -> list[dict[str, Any]]:
         """Find notes containing the query (all notes when it is empty)."""
         q = query.lower()
         return [n for n in load_notes() if q in n["text"].lower() or q in n["title"].lower()]
 
-    @registry.tool(tier=Tier.READ_ONLY, annotations=READ, private=True)
+    @registry.tool(tier=Tier.READ_ONLY, annotations=READ, private=True, untrusted_results=True)
     async def files_read(ctx: ToolContext, path: Short) -> dict[str, Any]:
         """Read a text file inside the phone's Hearth folder."""
         target = data.inside_sandbox(path)
         if not target.is_file():
-            raise HearthError(ErrorCode.PLAN_REJECTED, f"no file {path!r}")
+            raise HearthError(ErrorCode.PLAN_REJECTED, "path: no such file")
         return {"path": path, "text": target.read_text(errors="replace")[:20000]}
 
-    @registry.tool(tier=Tier.REVERSIBLE, annotations=WRITE, control=("path",))
+    def file_exists(args: dict[str, Any]) -> bool:
+        try:
+            return data.inside_sandbox(args["path"]).exists()
+        except HearthError:  # outside the sandbox: nothing is overwritten, the write is refused
+            return False
+
+    @registry.tool(
+        tier=Tier.REVERSIBLE, annotations=WRITE, control=("path",), overwrites=file_exists
+    )
     async def files_write(ctx: ToolContext, path: Short, text: Text) -> dict[str, Any]:
-        """Write a text file inside the phone's Hearth folder."""
+        """Write a text file inside the phone's Hearth folder (replacing one is irreversible)."""
         target = data.inside_sandbox(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(target.parent)
         write_atomic(target, text)
         return {"path": path, "bytes": len(text.encode())}
 
-    @registry.tool(tier=Tier.READ_ONLY, annotations=READ, private=True)
+    @registry.tool(tier=Tier.READ_ONLY, annotations=READ, private=True, untrusted_results=True)
     async def files_list(ctx: ToolContext, folder: str = ".") -> list[str]:
         """List files in a folder inside the phone's Hearth folder."""
         base = data.inside_sandbox(folder)
@@ -253,15 +267,21 @@ def register_builtin(registry: Registry, data: PhoneData) -> None:
 
     clipboard_file = data.path("clipboard.txt")
 
-    @registry.tool(tier=Tier.READ_ONLY, annotations=READ, private=True)
-    async def clipboard_get(ctx: ToolContext) -> str:
-        """Read the clipboard."""
+    def read_clipboard() -> str:
         text = _termux("termux-clipboard-get")
         if text is not None:
             return text
         return clipboard_file.read_text() if clipboard_file.exists() else ""
 
-    @registry.tool(tier=Tier.REVERSIBLE, annotations=WRITE)
+    @registry.tool(tier=Tier.READ_ONLY, annotations=READ, private=True, untrusted_results=True)
+    async def clipboard_get(ctx: ToolContext) -> str:
+        """Read the clipboard."""
+        return read_clipboard()
+
+    def clipboard_holds_something(_: dict[str, Any]) -> bool:
+        return read_clipboard() != ""
+
+    @registry.tool(tier=Tier.REVERSIBLE, annotations=WRITE, overwrites=clipboard_holds_something)
     async def clipboard_set(ctx: ToolContext, text: Text) -> dict[str, Any]:
         """Put text on the clipboard."""
         if _termux("termux-clipboard-set", text) is None:

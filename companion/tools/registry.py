@@ -3,13 +3,15 @@
 A tool is a typed Python function registered with a decorator. Its JSON schema
 (OpenAI function format) comes from the type hints through pydantic; it carries a
 tier, MCP-style annotations, which arguments are control arguments (recipient,
-URL, path, amount), and whether its results are private.
+URL, path, amount), and whether its results are private. A tool that may overwrite
+or delete existing data says so with `overwrites`: when those arguments would,
+the step is irreversible (no previous version is kept to undo it).
 """
 
 from __future__ import annotations
 
 import inspect
-import re
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -20,6 +22,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import ToolSpec
+
+from .selection import Selection, select, tool_text
+
+BUILTIN = "builtin"  # the source of the phone's own tools
 
 
 class Tier(StrEnum):
@@ -71,9 +77,10 @@ class Tool:
     control_args: frozenset[str]
     private: bool
     args_model: type[BaseModel] | None = None  # built-in tools; else `schema` is given
-    source: str = "builtin"
+    source: str = BUILTIN
     untrusted_results: bool = False
     schema: dict[str, Any] = field(default_factory=dict)
+    overwrites: Callable[[dict[str, Any]], bool] | None = None  # validated arguments
 
     def __post_init__(self) -> None:
         if self.args_model is not None:
@@ -85,6 +92,12 @@ class Tool:
     @property
     def sensitive(self) -> bool:
         return self.tier in (Tier.REVERSIBLE, Tier.IRREVERSIBLE) or self.annotations.open_world
+
+    def tier_for(self, arguments: dict[str, Any]) -> Tier:
+        """The tier of this call: irreversible where it would overwrite existing data."""
+        if self.overwrites is not None and self.overwrites(arguments):
+            return Tier.IRREVERSIBLE
+        return self.tier
 
     def spec(self) -> ToolSpec:
         return ToolSpec.model_validate(
@@ -99,28 +112,28 @@ class Tool:
         )
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Arguments checked against the local schema; `plan_rejected` otherwise."""
+        """Arguments checked against the local schema; `plan_rejected` otherwise. The
+        message names the argument and the rule, never the value (it may be private)."""
         if self.args_model is None:
             error = next(iter(Draft202012Validator(self.schema).iter_errors(arguments)), None)
             if error is not None:
-                where = "/".join(str(p) for p in error.path) or "arguments"
-                raise HearthError(ErrorCode.PLAN_REJECTED, f"{self.name}: {where}: {error.message}")
+                where = str(error.path[0]) if error.path else "arguments"
+                rule = f"{error.validator}={json.dumps(error.validator_value)}"
+                raise HearthError(
+                    ErrorCode.PLAN_REJECTED, f"{self.name}: {where}: does not satisfy {rule[:120]}"
+                )
             return arguments
         try:
             return self.args_model.model_validate(arguments).model_dump()
         except ValidationError as exc:
             err = exc.errors()[0]
-            where = ".".join(str(p) for p in err["loc"]) or "arguments"
+            where = str(err["loc"][0]) if err["loc"] else "arguments"
             raise HearthError(
                 ErrorCode.PLAN_REJECTED, f"{self.name}: {where}: {err['msg']}"
             ) from exc
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> Any:
         return await self.handler(ctx, **arguments)
-
-
-def _stem(word: str) -> str:
-    return word[:-1] if word.endswith("s") and len(word) > 3 else word
 
 
 def args_model_of(fn: Callable[..., Any], name: str) -> type[BaseModel]:
@@ -148,6 +161,8 @@ class Registry:
         annotations: Annotations,
         control: tuple[str, ...] = (),
         private: bool = False,
+        untrusted_results: bool = False,
+        overwrites: Callable[[dict[str, Any]], bool] | None = None,
     ) -> Callable[[Handler], Handler]:
         """Register an async function `(ctx, **args)` as a tool; its docstring describes it."""
 
@@ -163,6 +178,8 @@ class Registry:
                     control_args=frozenset(control),
                     private=private,
                     args_model=args_model_of(fn, name),
+                    untrusted_results=untrusted_results,
+                    overwrites=overwrites,
                 )
             )
             return fn
@@ -183,21 +200,17 @@ class Registry:
     def specs(self, names: set[str] | None = None) -> list[ToolSpec]:
         return [t.spec() for n, t in self.tools.items() if names is None or n in names]
 
-    def candidates(self, text: str, limit: int = 6) -> set[str]:
-        """The tools a request may need: those sharing words with its text (none may)."""
-        words = {_stem(w) for w in re.findall(r"[a-z]+", text.lower()) if len(w) > 2}
-        scored = []
-        for tool in self.tools.values():
-            vocabulary = {
-                _stem(w)
-                for w in re.findall(
-                    r"[a-z]+", f"{tool.name} {tool.description}".lower().replace("_", " ")
-                )
-                if len(w) > 2
-            }
-            if score := len(words & vocabulary):
-                scored.append((score, tool.name))
-        return {name for _, name in sorted(scored, reverse=True)[:limit]}
+    def candidates(self, text: str, among: set[str] | None = None) -> Selection:
+        """The tools (of `among`, default all) a request may need; all of them when
+        its text points to none (see `selection`)."""
+        return select(
+            text,
+            {
+                n: tool_text(n, t.description, t.schema)
+                for n, t in self.tools.items()
+                if among is None or n in among
+            },
+        )
 
     def manifest(self) -> list[dict[str, Any]]:
         """What `hearth tools --json` prints."""

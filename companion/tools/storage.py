@@ -1,4 +1,6 @@
-"""Where the built-in tools keep the phone's data (under the companion's home)."""
+"""Where the built-in tools keep the phone's data (under the companion's home).
+
+Every file is written 0600 and every folder made 0700, whatever the umask."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ class PhoneData:
         return self.root / "files"
 
     def path(self, name: str) -> Path:
-        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dir(self.root)
         return self.root / name
 
     def done(self, key: str) -> Any | None:
@@ -37,21 +39,31 @@ class PhoneData:
         return result
 
     def _done_path(self, key: str) -> Path:
-        folder = self.path("done")
-        folder.mkdir(exist_ok=True)
-        return folder / hashlib.sha256(key.encode()).hexdigest()[:32]
+        return private_dir(self.path("done")) / hashlib.sha256(key.encode()).hexdigest()[:32]
 
     def inside_sandbox(self, relative: str) -> Path:
         """`relative` resolved inside the sandbox; a path outside it is refused."""
-        base = self.sandbox.resolve()
-        base.mkdir(parents=True, exist_ok=True)
+        base = private_dir(self.sandbox).resolve()
         target = (base / relative).resolve()
         if target != base and base not in target.parents:
-            raise HearthError(ErrorCode.PLAN_REJECTED, f"path {relative!r} is outside the sandbox")
+            raise HearthError(ErrorCode.PLAN_REJECTED, "path: outside the sandbox")
         return target
 
 
+def private_dir(path: Path) -> Path:
+    """`path` and its missing parents made as folders only the owner can open (0700)."""
+    for folder in reversed([path, *path.parents]):
+        if not folder.exists():
+            folder.mkdir(mode=0o700, exist_ok=True)
+            folder.chmod(0o700)
+    return path
+
+
 def write_atomic(path: Path, text: str) -> None:
+    """Replace `path` with `text` atomically, readable by the owner only (0600)."""
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        os.fchmod(f.fileno(), 0o600)  # an older temporary file may have had another mode
+        f.write(text)
     os.replace(tmp, path)

@@ -10,6 +10,7 @@ off; the defaults are swapped only for the duration of one load, under a lock.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 from collections.abc import Iterator
@@ -19,6 +20,27 @@ from typing import Any
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
 _LOAD_LOCK = threading.Lock()
+_llama_log: list[Any] = []  # the installed log callback, kept alive for llama.cpp
+
+
+def _quiet_llama_log() -> None:
+    """llama.cpp's own log goes to the `llama.cpp` logger at DEBUG, not the terminal:
+    llama-cpp-python's callback reads this llama.cpp's levels wrongly and prints its
+    warnings (`n_ctx_seq > n_ctx_train` on every load) even with `verbose=False`."""
+    import ctypes
+
+    import llama_cpp
+
+    if _llama_log:
+        return
+    log = logging.getLogger("llama.cpp")
+
+    @llama_cpp.llama_log_callback  # type: ignore[misc]
+    def to_logging(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+        log.debug("%s", text.decode("utf-8", errors="replace").rstrip("\n"))
+
+    _llama_log.append(to_logging)
+    llama_cpp.llama_log_set(to_logging, ctypes.c_void_p(0))
 
 
 def default_threads() -> int:
@@ -57,6 +79,8 @@ def load_llama(
 ) -> Any:
     """A `llama_cpp.Llama` for `path`, memory-mapped, quiet, `n_threads = cores - 1`."""
     from llama_cpp import Llama
+
+    _quiet_llama_log()
 
     if not path.is_file():
         raise HearthError(ErrorCode.INVALID_INPUT, f"no model file at {path}")

@@ -11,7 +11,6 @@ Calls block: run them in a worker thread. One lock serialises the shared context
 
 from __future__ import annotations
 
-import codecs
 import ctypes
 import math
 import threading
@@ -26,9 +25,13 @@ import numpy as np
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
 from .loader import load_llama
+from .sampling import Sampling, TokenSampler, Utf8Guard, Utf8Shapes
+
+__all__ = ["Finish", "Generation", "LlamaRuntime", "Sampling", "SessionMemory"]
 
 Finish = Literal["stop", "length", "cancelled"]
 PREFIX_CACHE_SIZE = 8
+DEFAULT_SAMPLING = Sampling()
 
 
 @dataclass
@@ -40,6 +43,7 @@ class Generation:
     finish: Finish
     prompt_tokens: int  # evaluated for this call (a cached shared prefix is not)
     confidence: float | None = None  # geometric mean of the model's own token probabilities
+    thinking: str = ""  # the thinking block's text, when the request asked for one
 
 
 @dataclass
@@ -48,18 +52,6 @@ class SessionMemory:
 
     tokens: list[int] = field(default_factory=list)
     snapshot: Any = None
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """Sampling settings (greedy by default, so plans are reproducible)."""
-
-    temperature: float = 0.0
-    top_k: int = 40
-    top_p: float = 0.95
-    min_p: float = 0.05
-    repeat_penalty: float = 1.0
-    seed: int = 0
 
 
 class LlamaRuntime:
@@ -78,8 +70,11 @@ class LlamaRuntime:
         self.quant = _FILE_TYPES.get(int(meta.get("general.file_type", -1)), "")
         self.n_ctx = self.llm.n_ctx()
         self.chat_template = meta.get("tokenizer.chat_template", "")
+        self.recommended = Sampling.from_gguf(meta)  # the model card's own settings, if any
         self._owner: SessionMemory | None = None
         self._prefixes: OrderedDict[str, tuple[list[int], bytes]] = OrderedDict()
+        self._token_bytes: list[bytes] | None = None
+        self._utf8_shapes: Utf8Shapes | None = None
 
     def tokenize(self, text: str) -> list[int]:
         return list(self.llm.tokenize(text.encode(), add_bos=False, special=True))
@@ -91,15 +86,20 @@ class LlamaRuntime:
         *,
         grammar: str | None,
         max_tokens: int,
-        sampling: Sampling = Sampling(),
+        sampling: Sampling = DEFAULT_SAMPLING,
         on_text: Callable[[str], None] = lambda _: None,
         cancelled: Callable[[], bool] = lambda: False,
         prefix: str = "",
         confidence: bool = False,
+        thinking_budget: int | None = None,
+        on_thinking: Callable[[str], None] = lambda _: None,
     ) -> Generation:
         """Append `prefix + text` to the session's context and generate until end of
         turn, grammar completion, `max_tokens` or `cancelled()` (checked every token).
 
+        With `thinking_budget`, the prompt has opened a `<think>` block: tokens up to
+        `</think>` go to `on_thinking` (at most the budget; then the block is closed
+        for the model), and the grammar starts after it. Only valid UTF-8 is emitted.
         A `prefix` that sessions share (the tools block of a first prompt) is evaluated
         once and its state kept: the next session that starts with it skips it.
         """
@@ -107,63 +107,54 @@ class LlamaRuntime:
         with self.lock:
             self._restore(memory)
             evaluated_prefix = self._start_from_prefix(memory, prefix) if prefix else 0
-            if len(memory.tokens) + len(new_tokens) + max_tokens > self.n_ctx:
+            budget = thinking_budget or 0
+            needed = len(memory.tokens) + len(new_tokens) + max_tokens + budget
+            if needed > self.n_ctx:
                 raise HearthError(
                     ErrorCode.INVALID_INPUT,
-                    f"request needs {len(memory.tokens) + len(new_tokens) + max_tokens} "
-                    f"tokens; the model's context is {self.n_ctx}",
+                    f"request needs {needed} tokens; the model's context is {self.n_ctx}",
                 )
-            grammar_obj = (
-                self._lib.LlamaGrammar.from_string(grammar, verbose=False) if grammar else None
-            )
-            self.llm.set_seed(sampling.seed)
-            decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-            pieces: list[str] = []
-            produced: list[int] = []
-            finish: Finish = "length"
-            stream = self.llm.generate(
-                new_tokens,
-                reset=False,
-                temp=sampling.temperature,
-                top_k=sampling.top_k,
-                top_p=sampling.top_p,
-                min_p=sampling.min_p,
-                repeat_penalty=sampling.repeat_penalty,
-                grammar=grammar_obj,
-            )
-            logprobs: list[float] = []
-            for token in stream:
-                if confidence:
-                    logprobs.append(self._logprob(token))
-                if self._lib.llama_vocab_is_eog(self._vocab, token):
-                    finish = "stop"
-                    break
-                produced.append(token)
-                piece = decoder.decode(self.llm.detokenize([token], special=True))
-                if piece:
-                    pieces.append(piece)
-                    on_text(piece)
-                if cancelled():
-                    finish = "cancelled"
-                    break
-                if len(produced) >= max_tokens:
-                    break
-            stream.close()
-            tail = decoder.decode(b"", final=True)
-            if tail:
-                pieces.append(tail)
-                on_text(tail)
-            # the last token taken was sampled but not evaluated: the context holds the rest
-            evaluated = produced[:-1] if finish != "stop" else produced
-            memory.tokens = memory.tokens + new_tokens + evaluated
-            self._owner = memory
+            sampler = TokenSampler(self._lib, self.llm, sampling, grammar, self._shapes())
+            loop = _TokenLoop(self, sampler, cancelled, confidence)
+            try:
+                self.llm.eval(new_tokens)
+                memory.tokens = memory.tokens + new_tokens
+                thought = ""
+                if thinking_budget:
+                    thought = loop.think(thinking_budget, on_thinking)
+                sampler.start_grammar()
+                answer = loop.run(max_tokens, on_text) if loop.finish is None else ""
+            finally:
+                sampler.close()
+                memory.tokens = memory.tokens + loop.evaluated
+                self._owner = memory
             return Generation(
-                "".join(pieces),
-                len(produced),
-                finish,
+                answer,
+                loop.produced,
+                loop.finish or "length",
                 evaluated_prefix + len(new_tokens),
-                math.exp(sum(logprobs) / len(logprobs)) if logprobs else None,
+                math.exp(sum(loop.logprobs) / len(loop.logprobs)) if loop.logprobs else None,
+                thinking=thought,
             )
+
+    def token_bytes(self, token: int) -> bytes:
+        if self._token_bytes is None:
+            self._token_bytes = [
+                bytes(self.llm.detokenize([t], special=True)) for t in range(self.llm.n_vocab())
+            ]
+        return self._token_bytes[token]
+
+    def _shapes(self) -> Utf8Shapes:
+        if self._utf8_shapes is None:
+            self.token_bytes(0)
+            assert self._token_bytes is not None
+            eog = [
+                t
+                for t in range(len(self._token_bytes))
+                if self._lib.llama_vocab_is_eog(self._vocab, t)
+            ]
+            self._utf8_shapes = Utf8Shapes(self._token_bytes, eog)
+        return self._utf8_shapes
 
     def _logprob(self, token: int) -> float:
         """log p(token) under the model's own (unconstrained) distribution at the position
@@ -228,3 +219,96 @@ class LlamaRuntime:
 
 
 _FILE_TYPES = {0: "F32", 1: "F16", 7: "Q8_0", 15: "Q4_K_M", 17: "Q5_K_M", 18: "Q6_K", 32: "BF16"}
+
+
+THINK_END = "</think>"
+THINK_CLOSE = "\n</think>\n\n"  # what closes a block whose budget ran out
+
+
+class _TokenLoop:
+    """Samples, checks and evaluates tokens one at a time for one generation."""
+
+    def __init__(
+        self,
+        runtime: LlamaRuntime,
+        sampler: TokenSampler,
+        cancelled: Callable[[], bool],
+        confidence: bool,
+    ) -> None:
+        self.runtime = runtime
+        self.sampler = sampler
+        self.cancelled = cancelled
+        self.confidence = confidence
+        self.utf8 = Utf8Guard()
+        self.finish: Finish | None = None
+        self.produced = 0
+        self.evaluated: list[int] = []
+        self.logprobs: list[float] = []
+        self._pending: int | None = None  # sampled, not yet evaluated
+
+    def _bytes(self, token: int) -> bytes:
+        return self.runtime.token_bytes(token)
+
+    def _fits(self, token: int) -> bool:
+        """End of generation always fits (a started character is dropped)."""
+        lib = self.runtime._lib
+        return bool(lib.llama_vocab_is_eog(self.runtime._vocab, token)) or self.utf8.fits(
+            self._bytes(token)
+        )
+
+    def _step(self) -> str | None:
+        """One token: its text (maybe empty inside a character), or None at the end."""
+        llm, lib = self.runtime.llm, self.runtime._lib
+        if self._pending is not None:
+            llm.eval([self._pending])
+            self.evaluated.append(self._pending)
+            self._pending = None
+        token = self.sampler.sample(self._fits, self.utf8.need())
+        if self.confidence:
+            self.logprobs.append(self.runtime._logprob(token))
+        if lib.llama_vocab_is_eog(self.runtime._vocab, token):
+            self.finish = "stop"
+            return None
+        self.produced += 1
+        self._pending = token
+        return self.utf8.decode(self._bytes(token))
+
+    def think(self, budget: int, on_thinking: Callable[[str], None]) -> str:
+        """The thinking block, up to `</think>` or `budget` tokens (then closed)."""
+        pieces: list[str] = []
+        for _ in range(budget):
+            piece = self._step()
+            if piece is None:
+                return "".join(pieces)
+            pieces.append(piece)
+            on_thinking(piece)
+            if self.cancelled():
+                self.finish = "cancelled"
+                return "".join(pieces)
+            if THINK_END in "".join(pieces[-4:]):
+                self.produced = 0
+                return "".join(pieces)
+        close = self.runtime.tokenize(THINK_CLOSE)
+        if self._pending is not None:
+            close = [self._pending, *close]
+            self._pending = None
+        self.runtime.llm.eval(close)
+        self.evaluated += close
+        self.produced = 0
+        on_thinking(THINK_CLOSE)
+        return "".join(pieces) + THINK_CLOSE
+
+    def run(self, max_tokens: int, on_text: Callable[[str], None]) -> str:
+        pieces: list[str] = []
+        while self.produced < max_tokens:
+            piece = self._step()
+            if piece is None:
+                break
+            if piece:
+                pieces.append(piece)
+                on_text(piece)
+            if self.cancelled():
+                self.finish = "cancelled"
+                break
+        self.finish = self.finish or "length"
+        return "".join(pieces)

@@ -15,9 +15,12 @@ from typing import Any
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
-_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
-_FUNCTION = re.compile(r"^\s*<function=([^>\n]+)>(.*?)</function>\s*$", re.S)
-_PARAM = re.compile(r"<parameter=([^>\n]+)>\n?(.*?)\n?</parameter>", re.S)
+CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
+PARAM_OPEN, PARAM_CLOSE = "<parameter=", "</parameter>"
+FUNCTION_CLOSE = "</function>"
+THINK_END = "</think>"
+VALUE_END = "\n" + PARAM_CLOSE  # a text value never holds this: it ends the value
+_FUNCTION = re.compile(r"^\s*<function=([^>\n]+)>\n?(.*)$", re.S)
 
 
 class ModelOutputError(HearthError):
@@ -44,75 +47,171 @@ class Parsed:
     truncated: bool = False
 
 
-def parse_generation(output: str, finish: str, schemas: dict[str, dict[str, Any]]) -> Parsed:
+def parse_generation(
+    output: str,
+    finish: str,
+    schemas: dict[str, dict[str, Any]],
+    *,
+    calls: bool = True,
+    thinking: bool = False,
+) -> Parsed:
     """`parse`, knowing how generation ended: a text answer cut by the token limit is
-    kept and marked truncated; a cut tool call is an error (`parse` raises)."""
-    parsed = parse(output, schemas)
+    kept and marked truncated; a cut tool call is an error (`parse` raises). With
+    `thinking`, the output may open inside a thinking block: everything up to its
+    `</think>` is thinking, never prose or a call (a runtime that streamed the block
+    apart hands on only what follows it)."""
+    if thinking and THINK_END in output:
+        output = output.split(THINK_END, 1)[1]
+    parsed = parse(output, schemas, calls=calls)
     if finish == "length" and not parsed.calls:
         parsed.text += " …"
         parsed.truncated = True
     return parsed
 
 
-def parse(output: str, schemas: dict[str, dict[str, Any]] | None = None) -> Parsed:
-    """Parse `output`; `schemas` (tool name → JSON schema) types the XML values.
+def parse(
+    output: str, schemas: dict[str, dict[str, Any]] | None = None, *, calls: bool = True
+) -> Parsed:
+    """Split `output` (what follows any thinking block) into prose and tool calls;
+    `schemas` (tool name → JSON schema) types the XML values. With `calls` False (a
+    round that allowed none) everything is prose.
 
+    Prose ends at the first `<tool_call>`; from there on come calls, and only calls.
     A `<tool_call>` that is never closed means the output was cut (token limit):
-    that is an error, never a half call.
+    that is an error, never a half call. Text values come back byte for byte: a value
+    ends at the first `\n</parameter>` (which the grammar never lets it hold).
     """
     schemas = schemas or {}
-    calls = []
-    for body in _CALL.findall(output):
-        calls.append(_parse_one(body.strip(), schemas))
-    rest = _CALL.sub("", output)
-    if "<tool_call>" in rest or "<function=" in rest:
-        raise ModelOutputError("a tool call was cut off (token limit?)")
-    if "</think>" in rest:
-        rest = rest.split("</think>", 1)[1]
-    return Parsed(text=rest.strip(), calls=calls)
+    start = output.find(CALL_OPEN) if calls else -1
+    if start < 0:
+        return Parsed(text=output.strip(), calls=[])
+    found = []
+    rest = output[start:]
+    while rest.startswith(CALL_OPEN):
+        end = rest.find(CALL_CLOSE)
+        if end < 0:
+            raise ModelOutputError("a tool call was cut off (token limit?)")
+        found.append(_parse_one(rest[len(CALL_OPEN) : end], schemas))
+        rest = rest[end + len(CALL_CLOSE) :].lstrip()
+    if rest:
+        raise ModelOutputError("text after the tool calls")
+    return Parsed(text=output[:start].strip(), calls=found)
 
 
 def _parse_one(body: str, schemas: dict[str, dict[str, Any]]) -> ToolCall:
-    if body.startswith("{"):
-        try:
-            data = json.loads(body)
-        except json.JSONDecodeError as exc:
-            raise ModelOutputError(f"tool call is not valid JSON: {exc.msg}") from exc
-        if not isinstance(data, dict) or not isinstance(data.get("name"), str):
-            raise ModelOutputError("JSON tool call needs a string `name`")
-        arguments = data.get("arguments", {})
-        if isinstance(arguments, str):  # some models double-encode
-            try:
-                arguments = json.loads(arguments)
-            except json.JSONDecodeError as exc:
-                raise ModelOutputError("tool call arguments are not JSON") from exc
-        if not isinstance(arguments, dict):
-            raise ModelOutputError("tool call arguments must be an object")
-        return ToolCall(data["name"], arguments)
+    if body.strip().startswith("{"):
+        return _parse_json(body.strip())
     match = _FUNCTION.match(body)
     if match is None:
         raise ModelOutputError("tool call is neither JSON nor <function=…> XML")
     name = match.group(1).strip()
     properties = schemas.get(name, {}).get("properties", {})
-    arguments = {
-        key.strip(): coerce(value, properties.get(key.strip(), {}))
-        for key, value in _PARAM.findall(match.group(2))
-    }
+    arguments: dict[str, Any] = {}
+    rest = match.group(2)
+    while True:
+        rest = rest.lstrip()
+        if not rest.startswith(PARAM_OPEN):
+            break
+        key_end = rest.find(">")
+        if key_end < 0:
+            raise ModelOutputError("a parameter's name is not closed")
+        key = rest[len(PARAM_OPEN) : key_end].strip()
+        rest = rest[key_end + 1 :]
+        rest = rest[1:] if rest.startswith("\n") else rest
+        end = rest.find(VALUE_END)
+        close = len(VALUE_END)
+        if end < 0:  # not written under the grammar: `<parameter=k>value</parameter>`
+            end, close = rest.find(PARAM_CLOSE), len(PARAM_CLOSE)
+        if end < 0:
+            raise ModelOutputError(f"parameter {key!r} is not closed")
+        schema = properties.get(key, {}) if isinstance(properties, dict) else {}
+        arguments[key] = coerce(rest[:end], schema if isinstance(schema, dict) else {})
+        rest = rest[end + close :]
+    if rest.strip() != FUNCTION_CLOSE:
+        raise ModelOutputError("a tool call's function is not closed")
     return ToolCall(name, arguments)
 
 
-def coerce(text: str, schema: dict[str, Any]) -> Any:
-    """An XML parameter's text as the JSON type its schema names (text if unsure)."""
-    kind = schema.get("type")
+def _parse_json(body: str) -> ToolCall:
     try:
-        if kind == "integer":
-            return int(text.strip())
-        if kind == "number":
-            return float(text.strip())
-        if kind == "boolean" and text.strip() in ("true", "false"):
-            return text.strip() == "true"
-        if kind in ("object", "array", "null"):
-            return json.loads(text)
+        data = json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise ModelOutputError(f"tool call is not valid JSON: {exc.msg}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+        raise ModelOutputError("JSON tool call needs a string `name`")
+    arguments = data.get("arguments", {})
+    if isinstance(arguments, str):  # some models double-encode
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError as exc:
+            raise ModelOutputError("tool call arguments are not JSON") from exc
+    if not isinstance(arguments, dict):
+        raise ModelOutputError("tool call arguments must be an object")
+    return ToolCall(data["name"], arguments)
+
+
+def schema_kinds(schema: dict[str, Any]) -> set[str]:
+    """The JSON types a schema names (or implies by its keywords); empty: any."""
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        return {kind}
+    if isinstance(kind, list):
+        return {k for k in kind if isinstance(k, str)}
+    if "properties" in schema or "required" in schema:
+        return {"object"}
+    if "items" in schema or "prefixItems" in schema:
+        return {"array"}
+    return set()
+
+
+def coerce(text: str, schema: dict[str, Any]) -> Any:
+    """An XML parameter's text as its schema types it: text for strings (as written),
+    JSON for the rest, JSON first for a union that includes strings; an `enum`'s
+    text value as text. Text if it is not JSON (validation reports the type)."""
+    kinds = schema_kinds(schema)
+    enum = schema.get("enum")
+    if kinds == {"string"} or (isinstance(enum, list) and text in enum):
+        return text
+    try:
+        value = json.loads(text)
     except ValueError:
-        return text  # left as text: schema validation reports the type error
-    return text
+        return text
+    if "string" in kinds and isinstance(value, str):
+        return text  # a JSON string literal written where text was allowed stays text
+    return value
+
+
+def render_calls(calls: list[ToolCall], schemas: dict[str, dict[str, Any]] | None = None) -> str:
+    """Calls as the model writes them (what the grammar accepts and `parse` reads
+    back): parameters in their schema's order, text as is, the rest compact JSON."""
+    out = []
+    for call in calls:
+        properties = (schemas or {}).get(call.name, {}).get("properties", {})
+        order = [k for k in properties if k in call.arguments]
+        order += [k for k in call.arguments if k not in order]
+        params = "".join(
+            f"{PARAM_OPEN}{key}>\n"
+            f"{_value_text(call.arguments[key], properties.get(key, {}))}{VALUE_END}\n"
+            for key in order
+        )
+        out.append(f"{CALL_OPEN}\n<function={call.name}>\n{params}{FUNCTION_CLOSE}\n{CALL_CLOSE}")
+    return "\n".join(out)
+
+
+def _value_text(value: Any, schema: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(_in_schema_order(value, schema), ensure_ascii=False, separators=(",", ":"))
+
+
+def _in_schema_order(value: Any, schema: Any) -> Any:
+    """Objects with their keys in their schema's order (as the grammar writes them)."""
+    schema = schema if isinstance(schema, dict) else {}
+    if isinstance(value, list):
+        return [_in_schema_order(v, schema.get("items", {})) for v in value]
+    if not isinstance(value, dict):
+        return value
+    properties = schema.get("properties", {})
+    properties = properties if isinstance(properties, dict) else {}
+    order = [k for k in properties if k in value] + [k for k in value if k not in properties]
+    return {k: _in_schema_order(value[k], properties.get(k, {})) for k in order}

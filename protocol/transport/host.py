@@ -163,7 +163,9 @@ class HearthHost:
                 await handler(frames)
             except HearthError as exc:
                 # the peer broke the protocol or went away: tell it if it is still there
-                log.info("%s stream from %s ended: %s", protocol, frames.peer_id, exc.code)
+                # (a peer that hung up, as every health probe does, is no news)
+                level = logging.DEBUG if exc.code is ErrorCode.UNREACHABLE else logging.INFO
+                log.log(level, "%s stream from %s ended: %s", protocol, frames.peer_id, exc.code)
                 with contextlib.suppress(HearthError):
                     await frames.send(error_frame(exc))
             except Exception:
@@ -453,4 +455,7 @@ def classify_dial_error(peer_id: str, exc: BaseException) -> HearthError:
             ErrorCode.UNREACHABLE,
             f"{peer_id}: connection refused at every known address (is it running?)",
         )
-    return HearthError(ErrorCode.UNREACHABLE, f"cannot reach {peer_id}: {type(exc).__name__}")
+    why = next((e.strerror for e in chain if isinstance(e, OSError) and e.strerror), None)
+    return HearthError(
+        ErrorCode.UNREACHABLE, f"cannot reach {peer_id}: {why or 'the connection failed'}"
+    )

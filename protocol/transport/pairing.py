@@ -73,17 +73,24 @@ def pair_home(
 ) -> tuple[PairResult, Roster]:
     """`hearth pair` and `hearth-node join`: redeem the URI (`-`: one line of stdin) and
     keep what it brings. A home belongs to one swarm: pairing again with the same
-    founder (after a missed key rotation) is fine, with another one is refused."""
+    founder (after a missed key rotation) is fine, with another one is refused, unless
+    the home founded a swarm of its own that nobody has joined yet (a friend who ran
+    `hearth-node init` first): that empty swarm is left for the invite's."""
     import sys
 
     import trio
 
+    from hearth.protocol.wire.identity import peer_id_of
     from hearth.protocol.wire.invite import parse_invite
+
+    from .membership import load_roster
 
     invite = parse_invite(sys.stdin.readline() if uri == "-" else uri)
     if (home / FOUNDER_FILE).exists():
         founder = read_secret(home / FOUNDER_FILE).decode().strip()
-        if founder != invite.node:
+        own, _ = load_roster(home)
+        alone = founder == peer_id_of(identity) and [m.peer_id for m in own.members] == [founder]
+        if founder != invite.node and not alone:
             raise HearthError(
                 ErrorCode.INVALID_INPUT,
                 f"{home} already belongs to the swarm founded by {founder}: use another --home",

@@ -53,6 +53,21 @@ async def _no_tokens(_: Token) -> None:
     return None
 
 
+def end_of(event: Message | FrameError, when: str = "") -> None:
+    """Raise what `event` means if it ends the session: the node's error or cancel, or a
+    bad frame; `when` says what the phone was doing then."""
+    at = f" {when}" if when else ""
+    if isinstance(event, FrameError):
+        raise HearthError(event.error.code, f"{event.error.message}{at}")
+    if isinstance(event, ErrorFrame):
+        message = f"the node ended the session{at}: {event.message}" if at else event.message
+        raise HearthError(event.code, message, retry_after=event.retry_after)
+    if isinstance(event, Cancel):
+        raise HearthError(
+            ErrorCode.CANCELLED, f"the node cancelled the session{at}: {event.reason}"
+        )
+
+
 async def run_plan_session(
     stream: FrameStream,
     request: PlanRequest,
@@ -65,8 +80,10 @@ async def run_plan_session(
 ) -> PlanOutcome:
     """Run one plan session with the node at the other end of `stream`.
 
-    The stream is read all the time, also while a plan executes, so an error or a
-    shutdown notice from the node is never lost behind a long-running step.
+    The stream is read all the time, also while a plan executes: whatever the node
+    says meanwhile (an error, a cancel, a bad frame, the stream closing) ends the
+    session at once, and the running step is cancelled (the executor's own concern
+    is what a cut-off step leaves behind).
     """
     session = PlanSession(Side.PHONE, stream.max_frame)
     seen = seen_plans if seen_plans is not None else set()
@@ -85,13 +102,34 @@ async def run_plan_session(
                 if not data:
                     return
 
+    async def execute_watching(plan: Plan) -> list[Observation]:
+        """`execute(plan)`, cut short by the first frame the node sends meanwhile (in
+        EXECUTING it may only end the session)."""
+        results: list[Observation] | None = None
+        ended: Message | FrameError | None = None
+        async with anyio.create_task_group() as tg:
+
+            async def run() -> None:
+                nonlocal results
+                results = await execute(plan)
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(run)
+            try:
+                ended = await inbox.receive()
+            except anyio.EndOfStream:
+                ended = FrameError(HearthError(ErrorCode.UNREACHABLE, "the node went away"), True)
+            tg.cancel_scope.cancel()
+        if ended is not None:
+            end_of(ended, "while a step ran")
+            raise HearthError(ErrorCode.PROTOCOL_ERROR, "the node sent a frame while a step ran")
+        assert results is not None
+        return results
+
     async def converse() -> None:
         nonlocal done
         async for event in inbox:
-            if isinstance(event, FrameError):
-                raise event.error
-            if isinstance(event, ErrorFrame):
-                raise HearthError(event.code, event.message, retry_after=event.retry_after)
+            end_of(event)
             if isinstance(event, Token):
                 outcome.tokens += 1
                 if outcome.first_token_s is None:
@@ -109,9 +147,9 @@ async def run_plan_session(
                 plan = open_plan(event.plan, expected, now=time.time(), seen=seen)
                 seen.add(plan.plan_id)
                 outcome.plans.append(plan)
-                results = await execute(plan)
+                results = await execute_watching(plan)
                 if session.state in ENDED:
-                    continue  # the node ended the session meanwhile: its error comes next
+                    continue  # the node ended it as the plan finished: its frame comes next
                 await stream.write(
                     session.send(
                         Observations(

@@ -15,9 +15,10 @@ upgrade timeout. A dialer checks the listener's header the same way.
 
 from __future__ import annotations
 
+import math
 import os
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +31,9 @@ from libp2p.network.connection.raw_connection import RawConnection
 from .xsalsa20 import NONCE_SIZE, XSalsa20
 
 MULTISTREAM_HEADER = b"\x13/multistream/1.0.0\n"
+FAILURE_WINDOW_S = 60.0
+MAX_REMEMBERED = 1024  # addresses whose failed handshakes are kept (oldest dropped first)
+THROTTLED_HANDSHAKE_S = 3.0  # how long a throttled address's nonce and header may take
 
 
 class KeyMismatch(RawConnError):
@@ -133,12 +137,16 @@ class PnetConn(StampedConn):
         async with self._handshake:
             if self._reader is not None:
                 return
-            if not self.is_initiator and self._ring.throttled(self._remote):
-                await self._conn.close()
-                raise KeyMismatch("too many failed handshakes from this address: try later")
+            throttled = not self.is_initiator and self._ring.throttled(self._remote)
             await self._send_nonce()
-            nonce = await self._read_exactly(NONCE_SIZE)
-            sealed = await self._read_exactly(len(MULTISTREAM_HEADER))
+            try:
+                with trio.fail_after(THROTTLED_HANDSHAKE_S if throttled else math.inf):
+                    nonce = await self._read_exactly(NONCE_SIZE)
+                    sealed = await self._read_exactly(len(MULTISTREAM_HEADER))
+            except trio.TooSlowError:
+                await self._conn.close()
+                self._ring.record_mismatch(self._remote)
+                raise KeyMismatch("a throttled address sent its handshake too slowly") from None
             candidates = [self._key] if self._key is not None else self._ring.keys()
             for key in candidates:
                 assert key is not None
@@ -172,24 +180,55 @@ class PnetConn(StampedConn):
 class KeyRing:
     """What the swarm's `psk` slot holds for a Hearth host: the keys accepted now,
     and when a handshake with each remote address last failed on the key (py-libp2p
-    flattens the exception on its way up, so the dialer asks here)."""
+    flattens the exception on its way up, so the dialer asks here).
+
+    Failure memory is bounded: entries older than `window` are forgotten, and at most
+    `max_remembered` addresses (and address:port pairs) are kept, the oldest dropped
+    first. With `max_failures`, an address that failed that often within the window
+    is throttled: its next handshakes get `THROTTLED_HANDSHAKE_S` to arrive, and are
+    still tried with every live key, so a correct one always gets in."""
 
     def __init__(
-        self, keys: Callable[[], list[bytes]], *, max_failures: int = 0, window: float = 60.0
+        self,
+        keys: Callable[[], list[bytes]],
+        *,
+        max_failures: int = 0,
+        window: float = FAILURE_WINDOW_S,
+        max_remembered: int = MAX_REMEMBERED,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.keys = keys
-        self.mismatches: dict[tuple[str, int], float] = {}
         self.max_failures = max_failures  # per source address and window; 0: no limit
         self.window = window
-        self._failures: dict[str, deque[float]] = {}
+        self.max_remembered = max_remembered
+        self.clock = clock
+        self.mismatches: OrderedDict[tuple[str, int], float] = OrderedDict()
+        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+        self.failed = 0  # handshakes that failed on the key, ever
+        self.throttled_total = 0  # handshakes from a throttled address
 
     def record_mismatch(self, remote: tuple[str, int] | None) -> None:
+        self.failed += 1
         if remote is None:
             return
-        now = time.monotonic()
-        self.mismatches[(str(remote[0]), int(remote[1]))] = now
+        now = self.clock()
+        self._expire(now)
+        _remember(self.mismatches, (str(remote[0]), int(remote[1])), now, self.max_remembered)
         if self.max_failures:
-            self._failures.setdefault(str(remote[0]), deque(maxlen=self.max_failures)).append(now)
+            failures = self._failures.pop(str(remote[0]), None) or deque(maxlen=self.max_failures)
+            failures.append(now)
+            _remember(self._failures, str(remote[0]), failures, self.max_remembered)
+
+    def _expire(self, now: float) -> None:
+        while self.mismatches and now - next(iter(self.mismatches.values())) > self.window:
+            self.mismatches.popitem(last=False)
+        while self._failures and now - next(iter(self._failures.values()))[-1] > self.window:
+            self._failures.popitem(last=False)
+
+    def remembered(self) -> int:
+        """How many addresses' failures are held now."""
+        self._expire(self.clock())
+        return len(self.mismatches) + len(self._failures)
 
     def mismatch_since(self, host: str, port: int, since: float) -> bool:
         return self.mismatches.get((host, port), -1.0) >= since
@@ -199,11 +238,21 @@ class KeyRing:
         if not self.max_failures or remote is None:
             return False
         failures = self._failures.get(str(remote[0]))
-        return (
+        throttled = (
             failures is not None
             and len(failures) >= self.max_failures
-            and time.monotonic() - failures[0] < self.window
+            and self.clock() - failures[0] < self.window
         )
+        self.throttled_total += throttled
+        return throttled
+
+
+def _remember(store: OrderedDict[Any, Any], key: Any, value: Any, limit: int) -> None:
+    """Put `key` last (newest) in `store`, dropping the oldest past `limit`."""
+    store.pop(key, None)
+    store[key] = value
+    while len(store) > limit:
+        store.popitem(last=False)
 
 
 def install_protector() -> None:

@@ -81,6 +81,8 @@ class Limits(Model):
     max_rounds: Annotated[int, Field(ge=1, le=16)] = 4
     deadline_s: Annotated[float, Field(gt=0, le=3600)] = 120.0
     max_tokens: Annotated[int, Field(ge=1, le=8192)] = 512
+    max_thinking_tokens: Annotated[int, Field(ge=1, le=32768)] = 1024  # when `thinking`
+    max_value_chars: Annotated[int, Field(ge=1, le=1_000_000)] | None = None  # per string value
 
 
 class PlanStep(Model):
@@ -128,7 +130,7 @@ class Observation(Model):
     """What one step did, as the phone's policy lets it be told."""
 
     step_id: StepId
-    status: Literal["ok", "error", "refused", "skipped"]
+    status: Literal["ok", "error", "refused", "skipped", "timed_out"]
     result: JsonValue = None
     error: str | None = None
     untrusted: bool = False
@@ -299,6 +301,9 @@ class SignedAnnouncement(Model):
     signed: Signed
 
 
+MAX_ANNOUNCEMENTS = 256  # onion-key announcements in one message
+
+
 class OnionKeysRequest(Message):
     """Member → node on `/hearth/search/1`: the onion-key announcements you hold."""
 
@@ -309,7 +314,7 @@ class OnionKeys(Message):
     """Onion-key announcements, answered to a request or pushed to the founder."""
 
     TYPE = "onion_keys"
-    announcements: Annotated[list[SignedAnnouncement], Field(max_length=256)]
+    announcements: Annotated[list[SignedAnnouncement], Field(max_length=MAX_ANNOUNCEMENTS)]
 
 
 class SearchPacket(Message):

@@ -1,0 +1,126 @@
+"""The phone's settings in `config.toml` under its home: the local model, the API port
+and the limits a request asks the planner to keep; what `hearth config get|set` reads
+and changes, validated, so nobody has to edit the file by hand.
+
+The file may hold more (`[[mcp]]` servers): `set` keeps everything else, comments
+included.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+
+from hearth.protocol.console import read_toml, validated
+from hearth.protocol.transport.keys import write_secret
+from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.protocol.wire.messages import Limits
+
+CONFIG_FILE = "config.toml"
+GGUF_MAGIC = b"GGUF"
+
+
+class PhoneSettings(BaseModel):
+    """What `config.toml` sets (other tables, such as `[[mcp]]`, pass through)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = ""
+    """The local (Q4) GGUF; empty: none (requests then need the home node)."""
+    api_port: Annotated[int, Field(ge=1, le=65535)] = 7733
+    """The local API's port on 127.0.0.1 (`hearth serve`)."""
+    limits: Limits = Limits(max_steps=4, max_rounds=3, max_tokens=768, deadline_s=120)
+    """What a request asks the planner to keep to (the phone enforces it)."""
+
+    @field_validator("model")
+    @classmethod
+    def _is_a_gguf(cls, value: str, info: ValidationInfo) -> str:
+        """On `set`, the file must be there and be a GGUF (a model moved away later is
+        reported when it is needed, not by every command)."""
+        if not value or not (info.context or {}).get("set"):
+            return value
+        path = Path(value).expanduser()
+        if not path.is_file():
+            raise ValueError(f"no file at {path}")
+        with path.open("rb") as f:
+            if f.read(4) != GGUF_MAGIC:
+                raise ValueError(f"{path} is not a GGUF model file")
+        return str(path.resolve())
+
+
+def keys() -> list[str]:
+    """Every key `get` and `set` take: `model`, `api_port`, `limits.max_steps`, …"""
+    out: list[str] = []
+    for name, field in PhoneSettings.model_fields.items():
+        kind = field.annotation
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            out += [f"{name}.{sub}" for sub in kind.model_fields]
+        else:
+            out.append(name)
+    return out
+
+
+def load_settings(home: Path) -> PhoneSettings:
+    """The settings in force (defaults for what the file leaves out)."""
+    path = home / CONFIG_FILE
+    return validated(PhoneSettings, read_toml(path), path)
+
+
+def settings_in_force(home: Path) -> dict[str, Any]:
+    """Every setting by its key, with the value in force."""
+    dumped = load_settings(home).model_dump(mode="json")
+    return {key: _at(dumped, key) for key in keys()}
+
+
+def get_setting(home: Path, key: str) -> Any:
+    """One setting's value in force (a `limits.*` key names one limit)."""
+    return _at(load_settings(home).model_dump(mode="json"), _known(key))
+
+
+def set_setting(home: Path, key: str, value: str) -> Any:
+    """Set `key` to `value` (read as its setting's type), checked before anything is
+    written; returns the value as stored."""
+    import tomlkit
+
+    path = home / CONFIG_FILE
+    read_toml(path)  # a file that does not parse is reported as such first
+    document = tomlkit.parse(path.read_text()) if path.exists() else tomlkit.document()
+    *tables, name = _known(key).split(".")
+    where: Any = document
+    for table in tables:
+        where = where.setdefault(table, tomlkit.table())
+    where[name] = value
+    try:
+        settings = PhoneSettings.model_validate(document.unwrap(), context={"set": True})
+    except ValidationError as exc:
+        problem = exc.errors(include_url=False)[0]
+        where_ = ".".join(map(str, problem["loc"])) or key
+        raise HearthError(ErrorCode.INVALID_INPUT, f"{where_}: {problem['msg']}") from None
+    stored = _at(settings.model_dump(mode="json"), key)
+    where[name] = stored  # typed, as pydantic read it: 7734, not "7734"
+    write_secret(path, tomlkit.dumps(document).encode())
+    return stored
+
+
+def _known(key: str) -> str:
+    if key not in keys():
+        raise HearthError(
+            ErrorCode.INVALID_INPUT, f"unknown setting {key!r}; settings: {', '.join(keys())}"
+        )
+    return key
+
+
+def _at(settings: dict[str, Any], key: str) -> Any:
+    value: Any = settings
+    for part in key.split("."):
+        value = value[part]
+    return value

@@ -1,0 +1,270 @@
+"""The per-generation sampler: llama.cpp's own sampler chain, its (lazy) grammar
+sampler checked before use, and valid UTF-8 only.
+
+A token whose bytes would break UTF-8 after what was written is never emitted: it
+is taken out of the candidates and the choice made again. A grammar llama.cpp
+cannot parse is `invalid_input`, never a null sampler handed on (a crash).
+"""
+
+from __future__ import annotations
+
+import codecs
+import ctypes
+import math
+from typing import Any
+
+import numpy as np
+
+from hearth.protocol.wire.errors import ErrorCode, HearthError
+
+from .grammar import ToolGrammar
+from .limits import Sampling
+from .toolcalls import ModelOutputError
+
+__all__ = [
+    "Sampling",
+    "TokenSampler",
+    "Utf8Guard",
+    "Utf8Shapes",
+    "compile_grammar",
+    "first_rejected",
+]
+
+MAX_RESAMPLES = 32  # candidates taken out for one position before giving up
+
+
+def _completable(started: bytes) -> bool:
+    """Whether some continuation bytes finish the character `started` begins (the
+    decoder holds `\\xed\\xa0`, a surrogate's start, without complaint)."""
+    if not started:
+        return True
+    total = 2 if started[0] < 0xE0 else 3 if started[0] < 0xF0 else 4
+    fill = b"\x80" * (total - len(started) - 1)
+    for nxt in (0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF):
+        try:
+            (started + bytes([nxt]) + fill).decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        return True
+    return False
+
+
+class Utf8Guard:
+    """An incremental strict UTF-8 decoder over token bytes."""
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
+
+    def fits(self, data: bytes) -> bool:
+        """Whether `data` may follow what was decoded so far and leaves a character
+        that can still be finished (nothing is consumed)."""
+        state = self._decoder.getstate()
+        try:
+            self._decoder.decode(data)
+            return _completable(self._decoder.getstate()[0])
+        except UnicodeDecodeError:
+            return False
+        finally:
+            self._decoder.setstate(state)
+
+    def decode(self, data: bytes) -> str:
+        return self._decoder.decode(data)
+
+    def need(self) -> int:
+        """How many continuation bytes the character started last still needs."""
+        started = self._decoder.getstate()[0]
+        if not started:
+            return 0
+        total = 2 if started[0] < 0xE0 else 3 if started[0] < 0xF0 else 4
+        return max(0, total - len(started))
+
+
+def _decodes(data: bytes) -> bool:
+    """Valid UTF-8, allowing a character cut at the end."""
+    try:
+        codecs.getincrementaldecoder("utf-8")("strict").decode(data)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+class Utf8Shapes:
+    """Which tokens can follow a text that waits for `need` continuation bytes: a
+    mask per `need` (0-3), from each token's leading continuation bytes and whether
+    the rest is valid UTF-8. Narrows the candidates before sampling; `Utf8Guard`
+    still has the last word (a lead byte's exact ranges)."""
+
+    def __init__(self, token_bytes: list[bytes], end_of_generation: list[int]) -> None:
+        lead = np.array(
+            [len(b) - len(b.lstrip(bytes(range(0x80, 0xC0)))) for b in token_bytes],
+            dtype=np.int32,
+        )
+        size = np.array([len(b) for b in token_bytes], dtype=np.int32)
+        rest_ok = np.array([_decodes(b.lstrip(bytes(range(0x80, 0xC0)))) for b in token_bytes])
+        self._refused: list[np.ndarray] = []
+        for need in range(4):
+            fits = (lead == min(need, 4)) & rest_ok
+            if need:
+                fits |= (lead == size) & (size > 0) & (size < need)  # all continuation bytes
+            fits[end_of_generation] = True
+            self._refused.append(~fits)
+
+    def refused(self, need: int) -> np.ndarray:
+        return self._refused[need]
+
+
+class TokenSampler:
+    """One generation's sampler chain (penalties, top-k, top-p, min-p, temperature,
+    then a seeded draw, or greedy), with an optional grammar started on demand."""
+
+    def __init__(
+        self,
+        lib: Any,
+        llm: Any,
+        sampling: Sampling,
+        grammar: str | None,
+        shapes: Utf8Shapes,
+    ) -> None:
+        self._lib = lib
+        self._shapes = shapes
+        self._llm = llm
+        self._vocab = lib.llama_model_get_vocab(llm.model)
+        self._n_vocab = llm.n_vocab()
+        # parsed first: a grammar llama.cpp refuses ends the request before any work
+        self._grammar: Any = compile_grammar(lib, self._vocab, grammar, llm) if grammar else None
+        self._constrained = False
+        params = lib.llama_sampler_chain_default_params()
+        self._chain = lib.llama_sampler_chain_init(params)
+        add = lambda s: lib.llama_sampler_chain_add(self._chain, s)  # noqa: E731
+        # the binding declares a leading n_vocab the C function lacks: the first int is
+        # what llama.cpp reads as penalty_last_n, so both ints carry it
+        last_n = sampling.repeat_last_n
+        add(lib.llama_sampler_init_penalties(last_n, last_n, sampling.repeat_penalty, 0.0, 0.0))
+        if sampling.temperature == 0:
+            add(lib.llama_sampler_init_greedy())
+        else:
+            if sampling.top_k:
+                add(lib.llama_sampler_init_top_k(sampling.top_k))
+            add(lib.llama_sampler_init_top_p(sampling.top_p, 1))
+            add(lib.llama_sampler_init_min_p(sampling.min_p, 1))
+            add(lib.llama_sampler_init_temp(sampling.temperature))
+            add(lib.llama_sampler_init_dist(sampling.seed))
+        self._data = np.zeros(
+            (self._n_vocab,),
+            dtype=np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)], align=True),
+        )
+        self._ids = np.arange(self._n_vocab, dtype=np.intc)
+        self._array = lib.llama_token_data_array(
+            data=self._data.ctypes.data_as(lib.llama_token_data_p), size=self._n_vocab
+        )
+        self._id, self._logit, self._p = (self._data[f] for f in ("id", "logit", "p"))
+        self._one = (lib.llama_token_data * 1)()
+        self._one_array = lib.llama_token_data_array(data=self._one, size=1, selected=-1)
+
+    def start_grammar(self) -> None:
+        """Constrain from now on (a lazy grammar from its trigger on)."""
+        self._constrained = self._grammar is not None
+
+    def sample(self, allowed: Any, need: int) -> int:
+        """The next token for the context's last logits that `allowed(token)` accepts,
+        among those that fit a text waiting for `need` UTF-8 continuation bytes; the
+        chain and the grammar are told it was taken."""
+        lib = self._lib
+        logits = np.ctypeslib.as_array(
+            lib.llama_get_logits_ith(self._llm.ctx, -1), shape=(self._n_vocab,)
+        )
+        banned: list[int] = []
+        whole_vocabulary = False  # checking only the chosen token is llama.cpp's fast path
+        for _ in range(MAX_RESAMPLES):
+            token, logit = self._choose(logits, need, banned, whole_vocabulary)
+            if not math.isfinite(logit):
+                raise ModelOutputError("no token can continue the output within its grammar")
+            if self._constrained and not whole_vocabulary and not self._grammar_allows(token):
+                whole_vocabulary = True  # the grammar narrows every candidate from now on
+                continue
+            if allowed(token):
+                if self._constrained:
+                    lib.llama_sampler_accept(self._grammar, token)
+                lib.llama_sampler_accept(self._chain, token)
+                return token
+            banned.append(token)
+        raise ModelOutputError("the model keeps choosing invalid UTF-8")
+
+    def _choose(
+        self, logits: np.ndarray, need: int, banned: list[int], with_grammar: bool
+    ) -> tuple[int, float]:
+        lib = self._lib
+        self._id[:] = self._ids
+        np.copyto(self._logit, logits)
+        self._logit[self._shapes.refused(need)] = -np.inf
+        self._logit[banned] = -np.inf
+        self._p.fill(0)
+        self._array.size = self._n_vocab
+        self._array.selected = -1
+        self._array.sorted = False
+        if with_grammar and self._constrained:
+            lib.llama_sampler_apply(self._grammar, ctypes.byref(self._array))
+        lib.llama_sampler_apply(self._chain, ctypes.byref(self._array))
+        chosen = self._array.data[self._array.selected]  # samplers may move the data
+        return int(chosen.id), float(chosen.logit)
+
+    def _grammar_allows(self, token: int) -> bool:
+        one = self._one
+        one[0].id, one[0].logit, one[0].p = token, 0.0, 0.0
+        self._one_array.size = 1
+        self._lib.llama_sampler_apply(self._grammar, ctypes.byref(self._one_array))
+        return math.isfinite(one[0].logit)
+
+    def close(self) -> None:
+        if self._grammar is not None:
+            self._lib.llama_sampler_free(self._grammar)
+            self._grammar = None
+        if self._chain is not None:
+            self._lib.llama_sampler_free(self._chain)
+            self._chain = None
+
+
+def compile_grammar(lib: Any, vocab: Any, grammar: ToolGrammar | str, llm: Any) -> Any:
+    """llama.cpp's grammar sampler for `grammar` (lazy ones wait for their trigger, as a
+    token or as text); `invalid_input` when llama.cpp cannot parse it."""
+    text = str(grammar).encode()
+    if isinstance(grammar, ToolGrammar) and grammar.lazy:
+        trigger = grammar.trigger
+        tokens = list(llm.tokenize(trigger.encode(), add_bos=False, special=True))
+        token_ids = tokens if len(tokens) == 1 else []
+        patterns = (ctypes.c_char_p * 1)(_regex_escape(trigger).encode())
+        ids = (lib.llama_token * len(token_ids))(*token_ids)
+        sampler = lib.llama_sampler_init_grammar_lazy_patterns(
+            vocab, text, b"root", patterns, 1, ids, len(token_ids)
+        )
+    else:
+        sampler = lib.llama_sampler_init_grammar(vocab, text, b"root")
+    if not sampler:
+        raise HearthError(ErrorCode.INVALID_INPUT, "llama.cpp cannot parse the tool grammar")
+    return sampler
+
+
+def _regex_escape(text: str) -> str:
+    return "".join("\\" + c if c in r"\^$.|?*+()[]{}" else c for c in text)
+
+
+def first_rejected(lib: Any, llm: Any, grammar: ToolGrammar | str, tokens: list[int]) -> int | None:
+    """Feed `tokens` through llama.cpp's own grammar sampler one at a time, as
+    generation would: the index of the first token it refuses, `len(tokens)` if it
+    would not let the output end there, or None when it accepts all and the end."""
+    vocab = lib.llama_model_get_vocab(llm.model)
+    sampler = compile_grammar(lib, vocab, grammar, llm)
+    data = (lib.llama_token_data * 1)()
+    array = lib.llama_token_data_array(data=data, size=1, selected=-1, sorted=False)
+    try:
+        for i, token in enumerate([*tokens, lib.llama_vocab_eos(vocab)]):
+            data[0].id, data[0].logit, data[0].p = token, 0.0, 0.0
+            array.size = 1
+            lib.llama_sampler_apply(sampler, ctypes.byref(array))
+            if not math.isfinite(data[0].logit):
+                return i
+            if i < len(tokens):
+                lib.llama_sampler_accept(sampler, token)
+        return None
+    finally:
+        lib.llama_sampler_free(sampler)

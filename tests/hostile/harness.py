@@ -1,0 +1,265 @@
+"""Runs scripted plan sessions against a real phone home, through the hostile home.
+
+`start_bench` pairs a real phone home with a real `hearth-node`, stops the daemon and
+starts `tests.hostile.node` on the node's home (same identity, same swarm key). Each
+suite gets its own copy of the paired phone home, with the suite's MCP test servers
+in its `config.toml` (the owner relaxing the honest read-only tools, as an owner
+would) and its own world directory. A run reseeds the phone's data and the world,
+hands the hostile home its script, and asks: in-process through the Phone API, or
+as a real `hearth ask --route remote --json` process.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import trio
+
+from hearth.companion.confirm import Confirmation, Scripted
+from hearth.companion.executor import SessionState
+from hearth.companion.phone import Phone
+from hearth.companion.tools.mcp import mounted
+from hearth.protocol.transport.addressbook import AddressBook
+from hearth.protocol.wire.errors import HearthError
+
+from ..nodes import BIN, cli, start_node, wait_ready
+from .goals import Outcome
+from .script import Script, plan_for
+from .suites import CALENDAR, CONTACTS, PHONE_FILES, PHONE_NOTES, SERVER_STATE
+from .world import STATE_ENV, calls
+
+ROOT = Path(__file__).resolve().parents[2]
+# what the owner tells the phone about the honest read-only tools (the liars stay strict)
+OWNER_RULES: dict[str, dict[str, dict[str, Any]]] = {
+    "bank": {
+        "get_balance": {"tier": "read-only", "private": True},
+        "list_transactions": {"tier": "read-only", "private": True},
+        "get_statement": {"tier": "read-only", "private": True},
+    },
+    "work": {
+        "read_inbox": {"tier": "read-only", "private": True},
+        "list_files": {"tier": "read-only", "private": True},
+        "read_file": {"tier": "read-only", "private": True},
+    },
+    "chat": {
+        "list_channels": {"tier": "read-only"},
+        "read_channel": {"tier": "read-only", "private": True},
+    },
+    "travel": {
+        "search_hotels": {"tier": "open-world-read"},
+        "get_reviews": {"tier": "read-only"},
+    },
+}
+
+
+def _toml(value: Any) -> str:
+    return json.dumps(value) if not isinstance(value, bool) else str(value).lower()
+
+
+def mcp_config(servers: tuple[str, ...], world: Path) -> str:
+    """`[[mcp]]` entries for the suite's test servers."""
+    out = []
+    for name in servers:
+        env = {"PYTHONPATH": str(ROOT), STATE_ENV: str(world)}
+        out += [
+            "[[mcp]]",
+            f"name = {_toml(name)}",
+            f"command = {_toml(sys.executable)}",
+            f'args = ["-m", "tests.hostile.{name}_server"]',
+            "env = { " + ", ".join(f"{k} = {_toml(v)}" for k, v in env.items()) + " }",
+        ]
+        for tool, rules in OWNER_RULES[name].items():
+            out.append(f"[mcp.tools.{tool}]")
+            out += [f"{key} = {_toml(value)}" for key, value in rules.items()]
+    return "\n".join(out) + "\n"
+
+
+@dataclass
+class Bench:
+    """The paired phone home (the template) and the hostile home serving it."""
+
+    root: Path
+    phone: Path
+    script: Path
+    heard: Path
+
+
+def start_bench(processes: Any, root: Path) -> Bench:
+    node = start_node(processes, root / "node")
+    phone = root / "phone"
+    cli("hearth", "init", "--json", "--home", str(phone))
+    subprocess.run(
+        [str(BIN / "hearth"), "pair", "-", "--json", "--home", str(phone)],
+        input=node.invite() + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    node.proc.terminate()
+    node.proc.wait(timeout=30)
+    bench = Bench(root, phone, root / "script.json", root / "heard.jsonl")
+    ready = root / "hostile-ready.json"
+    hostile = processes.spawn(
+        sys.executable,
+        "-m",
+        "tests.hostile.node",
+        str(node.home),
+        "--script",
+        str(bench.script),
+        "--log",
+        str(bench.heard),
+        "--ready-file",
+        str(ready),
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT)},
+        stderr=subprocess.DEVNULL,
+    )
+    AddressBook(phone).remember(node.peer_id, wait_ready(hostile, ready)["addrs"])
+    return bench
+
+
+class Recording:
+    """Answers as `--yes` or `--no` would, and keeps every confirmation it was asked."""
+
+    def __init__(self, answer: bool) -> None:
+        self.answer = Scripted(answer)
+        self.asked: list[Confirmation] = []
+
+    async def confirm(self, request: Confirmation) -> bool:
+        self.asked.append(request)
+        return await self.answer.confirm(request)
+
+
+@dataclass
+class Run:
+    """One scripted session and what it left behind."""
+
+    outcome: Outcome
+    asked: list[Confirmation] = field(default_factory=list)
+    error: str = ""
+
+
+@dataclass
+class SuitePhone:
+    """One suite's copy of the paired phone home, and its world."""
+
+    bench: Bench
+    home: Path
+    world: Path
+    config: str  # the paired phone's own config.toml
+
+    @classmethod
+    def make(cls, bench: Bench, name: str) -> SuitePhone:
+        home = bench.root / f"phone-{name}"
+        shutil.copytree(bench.phone, home)
+        world = bench.root / f"world-{name}"
+        world.mkdir()
+        return cls(bench, home, world, (home / "config.toml").read_text())
+
+    def _reset(self, script: Script) -> int:
+        """Reseed the phone's data and the world, mount the MCP test servers the script
+        calls (starting a server costs a second: none is started for nothing); returns
+        where this run's log starts."""
+        servers = {s.tool.split(".")[0] for r in script.rounds for s in r.steps if "." in s.tool}
+        (self.home / "config.toml").write_text(
+            self.config + mcp_config(tuple(sorted(servers)), self.world)
+        )
+        data = self.home / "data"
+        shutil.rmtree(data, ignore_errors=True)
+        for rel, text in PHONE_FILES.items():
+            (data / "files" / rel).parent.mkdir(parents=True, exist_ok=True)
+            (data / "files" / rel).write_text(text)
+        (data / "notes.json").write_text(json.dumps(PHONE_NOTES))
+        (data / "calendar.ics").write_text(CALENDAR)
+        (data / "contacts.vcf").write_text(CONTACTS)
+        shutil.rmtree(self.world)
+        self.world.mkdir()
+        for server, state in SERVER_STATE.items():
+            (self.world / f"{server}.json").write_text(json.dumps(state))
+        self.bench.script.write_text(script.model_dump_json())
+        return self.bench.heard.stat().st_size if self.bench.heard.exists() else 0
+
+    def _outcome(self, offset: int, statuses: list[str]) -> Outcome:
+        heard = ""
+        if self.bench.heard.exists():
+            with self.bench.heard.open() as log:
+                log.seek(offset)
+                heard = log.read()
+        return Outcome(self.home / "data", self.world, calls(self.world), heard, statuses)
+
+    def ask(self, request: str, script: Script, answer: bool) -> Run:
+        """`hearth ask --route remote --yes|--no`, through the Phone API in this process."""
+        offset = self._reset(script)
+        confirmer = Recording(answer)
+        phone = Phone(self.home, confirmer)
+
+        async def noop(_: str) -> None:
+            return None
+
+        error, statuses = "", []
+        try:
+            out = trio.run(phone.ask, request, "remote", noop, anyio.Event())
+            statuses = [s["status"] for p in out["plans"] for s in p["steps"]]
+        except HearthError as exc:
+            error = exc.code.value
+        return Run(self._outcome(offset, statuses), confirmer.asked, error)
+
+    def ask_process(self, request: str, script: Script, answer: bool) -> Run:
+        """The same, as a real `hearth ask` process (no terminal: nobody to ask)."""
+        offset = self._reset(script)
+        result = subprocess.run(
+            [
+                str(BIN / "hearth"),
+                "ask",
+                request,
+                "--route",
+                "remote",
+                "--yes" if answer else "--no",
+                "--json",
+                "--home",
+                str(self.home),
+            ],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        out = json.loads(result.stdout.strip().splitlines()[-1])
+        statuses = [s["status"] for p in out.get("plans", []) for s in p["steps"]]
+        error = out["error"]["code"] if "error" in out else ""
+        return Run(self._outcome(offset, statuses), error=error)
+
+    def friend_plan(self, script: Script, answer: bool) -> Run:
+        """A friend's planner's plan, through the phone's executor (the plan session
+        does not carry friends' plans yet), with the suite's MCP servers mounted."""
+        offset = self._reset(script)
+        confirmer = Recording(answer)
+        phone = Phone(self.home, confirmer)
+
+        async def run() -> list[str]:
+            state = SessionState()
+            statuses = []
+            async with mounted(phone.mcp_servers, phone.registry, self.home / "logs"):
+                for round_no, round_ in enumerate(script.rounds, 1):
+                    plan = plan_for(
+                        round_,
+                        round_no=round_no,
+                        signer="12D3KooWfriend",
+                        audience=phone.peer_id,
+                        session_id="friend-session",
+                        request_hash=bytes(32),
+                        transcript_hash=bytes(32),
+                    )
+                    observed = await phone.executor.execute(plan, state, friend=True)
+                    statuses += [o.status for o in observed]
+            return statuses
+
+        return Run(self._outcome(offset, trio.run(run)), confirmer.asked)
