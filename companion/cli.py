@@ -121,6 +121,12 @@ def ask(
         bool, typer.Option("--yes", help="Confirm what may be confirmed (never tainted steps).")
     ] = False,
     no: Annotated[bool, typer.Option("--no", help="Decline every confirmation.")] = False,
+    think: Annotated[
+        bool,
+        typer.Option(
+            "--think", help="Let the model think first (bounded by limits.max_thinking_tokens)."
+        ),
+    ] = False,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -141,7 +147,9 @@ def ask(
             phone = Phone(_home(home), confirmer)
 
             async def request(cancel: anyio.Event) -> dict[str, Any]:
-                return await phone.ask(text, route, view.add, cancel, tool_choice=tool_choice)
+                return await phone.ask(
+                    text, route, view.add, cancel, tool_choice=tool_choice, thinking=think
+                )
 
             payload = trio.run(until_interrupted, request, as_json)
 

@@ -162,6 +162,14 @@ def _walk(
     console = demo.console
     phone = demo.run("hearth", "init", "--model", str(model), "--json", "--home", str(phone_home))
     console.print(f"  phone {phone['peer_id']}")
+    if noise:
+        console.print(
+            "  a random-weight model never ends a text value on its own: cap values for the demo"
+        )
+        demo.run(
+            "hearth", "config", "set", "limits.max_value_chars", "40", "--json",
+            "--home", str(phone_home),
+        )  # fmt: skip
     uri = demo.run("hearth-node", "invite", "--json", "--home", str(node_home))["uri"]
     console.print("  a one-time invite: URI=hearth://pair?…")
     paired = demo.run("hearth", "pair", "-", "--json", "--home", str(phone_home), stdin=uri + "\n")

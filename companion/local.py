@@ -34,6 +34,7 @@ class LocalResult:
     plan: Plan | None
     tokens: int
     confidence: float | None = None
+    thinking: str = ""  # the thinking block, when the request asked for one
 
 
 class LocalModel:
@@ -71,6 +72,7 @@ class LocalModel:
         limits: Limits = LOCAL_LIMITS,
         mode: Mode = "auto",
         cancelled: Callable[[], bool] = lambda: False,
+        thinking: bool = False,
     ) -> LocalResult:
         """One local round: a validated local plan (up to `limits.max_steps` calls), or
         an answer. A call that is cut or breaks its schema raises `plan_rejected` (the
@@ -87,7 +89,7 @@ class LocalModel:
         grammar = tool_grammar(
             schemas, mode, limits.max_steps, max_value_chars=limits.max_value_chars
         )
-        prompt = template.render([{"role": "user", "content": text}], tool_dicts)
+        prompt = template.render([{"role": "user", "content": text}], tool_dicts, thinking=thinking)
         result = await anyio.to_thread.run_sync(
             lambda: runtime.generate(
                 SessionMemory(),
@@ -97,12 +99,13 @@ class LocalModel:
                 sampling=self.sampling or runtime.recommended,
                 confidence=True,
                 cancelled=cancelled,
+                thinking_budget=limits.max_thinking_tokens if thinking else None,
             )
         )
         parsed = parse_generation(result.text, result.finish, schemas, calls=grammar is not None)
         await validate_calls(parsed.calls, schemas)
         if not parsed.calls:
-            return LocalResult(parsed.text, None, result.tokens, result.confidence)
+            return LocalResult(parsed.text, None, result.tokens, result.confidence, result.thinking)
         now = time.time()
         plan = Plan(
             plan_id=uuid.uuid4().hex,
@@ -120,4 +123,4 @@ class LocalModel:
                 for i, c in enumerate(parsed.calls, 1)
             ],
         )
-        return LocalResult(parsed.text, plan, result.tokens, result.confidence)
+        return LocalResult(parsed.text, plan, result.tokens, result.confidence, result.thinking)

@@ -151,6 +151,7 @@ class Phone:
         on_token: OnToken,
         cancel: anyio.Event,
         tool_choice: Literal["auto", "required", "none"] = "auto",
+        thinking: bool = False,
     ) -> dict[str, Any]:
         started = time.monotonic()
         request_id = uuid.uuid4().hex
@@ -168,7 +169,13 @@ class Phone:
         await self.executor.resume()  # finish what a crash interrupted, first
         if route == "local":  # the phone's own model, as asked: the home is not dialled
             return await self._local(
-                text, out, "local route requested", started, cancel, tool_choice=tool_choice
+                text,
+                out,
+                "local route requested",
+                started,
+                cancel,
+                tool_choice=tool_choice,
+                thinking=thinking,
             )
         if not (self.home / "roster.signed").exists():
             if route == "remote":
@@ -212,6 +219,7 @@ class Phone:
                         cancel,
                         may_escalate=decision.may_escalate and reachable,
                         tool_choice=tool_choice,
+                        thinking=thinking,
                     )
                 except HearthError as exc:
                     if not (decision.may_escalate and reachable):
@@ -229,6 +237,7 @@ class Phone:
                     cancel,
                     started,
                     tool_choice,
+                    thinking,
                 )
             except HearthError as exc:
                 if route != "auto" or exc.code not in (ErrorCode.UNREACHABLE, ErrorCode.TIMED_OUT):
@@ -297,6 +306,7 @@ class Phone:
         cancel: anyio.Event,
         started: float,
         tool_choice: Literal["auto", "required", "none"],
+        thinking: bool,
     ) -> dict[str, Any]:
         from hearth.protocol.transport.keepalive import watch
         from hearth.protocol.transport.plans import PLAN_PROTOCOL, run_plan_session
@@ -311,8 +321,13 @@ class Phone:
             observed[plan.plan_id] = observations
             return observations
 
+        thought: list[str] = []
+
         async def token(t: Token) -> None:
-            await on_token(t.text)
+            if t.thinking:  # progress, kept apart from the answer
+                thought.append(t.text)
+            else:
+                await on_token(t.text)
 
         request = self.executor.egress.request(
             PlanRequest(
@@ -322,6 +337,7 @@ class Phone:
                 conversation=[ChatMessage(role="user", content=text)],
                 device=self.device,
                 tool_choice=tool_choice,
+                thinking=thinking,
             )
         )
         state = SessionState(limits=request.limits)  # the phone holds the planner to them
@@ -353,6 +369,8 @@ class Phone:
         out["plans"] = [plan_view(p, observed.get(p.plan_id, [])) for p in outcome.plans]
         out["plan"] = out["plans"][-1] if out["plans"] else None
         out["answer"] = outcome.final.answer
+        if thinking:
+            out["thinking"] = "".join(thought)
         if outcome.first_token_s is not None:
             out["timings"]["first_token_ms"] = round(outcome.first_token_s * 1000, 1)
         out["timings"]["total_ms"] = round((time.monotonic() - started) * 1000, 1)
@@ -367,6 +385,7 @@ class Phone:
         cancel: anyio.Event,
         may_escalate: bool = False,
         tool_choice: Literal["auto", "required", "none"] = "auto",
+        thinking: bool = False,
     ) -> dict[str, Any]:
         # on the phone, a request that names no tool's words is a plain question
         candidates = self.registry.specs(set(self.registry.candidates(text).matched))
@@ -377,6 +396,7 @@ class Phone:
             limits=self.settings.limits,
             mode=tool_choice if candidates else "none",
             cancelled=cancel.is_set,
+            thinking=thinking,
         )
         threshold = self.policy.confidence_threshold
         if may_escalate and result.confidence is not None and result.confidence < threshold:
@@ -390,6 +410,8 @@ class Phone:
             out["confidence"] = round(result.confidence, 4)
         self._audit_route(out)
         out["answer"] = result.answer
+        if thinking:
+            out["thinking"] = result.thinking
         if result.plan is not None:
             observations = await self._execute(result.plan, SessionState(), home=False)
             failed = [o for o in observations if o.status == "error"]

@@ -197,7 +197,7 @@ def test_the_planner_searches_while_planning_and_labels_what_it_read(swarm) -> N
         tool_choice="required",  # no phone tools: the node's web_search is the only tool
         tools=[],
         conversation=[ChatMessage(role="user", content="what is new with sourdough?")],
-        limits=Limits(max_rounds=2, max_steps=1, max_tokens=200),
+        limits=Limits(max_rounds=2, max_steps=1, max_tokens=200, max_value_chars=40),
     )
 
     async def go():  # type: ignore[no-untyped-def]
