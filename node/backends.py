@@ -30,6 +30,12 @@ from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import ModelInfo
 
 OnText = Callable[[str], Awaitable[None]]
+
+
+async def _ignore(_: str) -> None:
+    return None
+
+
 log = logging.getLogger(__name__)
 STREAM_INTERVAL_S = 0.015
 MAX_CHARS_PER_TOKEN = 64  # an upstream's stream is cut past max_tokens times this
@@ -62,7 +68,11 @@ class Backend(Protocol):
         on_text: OnText,
         cancel: anyio.Event,
         sampling: Sampling,
-    ) -> Generation: ...
+        on_thinking: OnText = _ignore,
+    ) -> Generation:
+        """One round; answer text streams to `on_text`, a thinking block to
+        `on_thinking` (progress, never part of the answer)."""
+        ...
 
     async def aclose(self) -> None: ...
 
@@ -106,6 +116,7 @@ class LlamaCppBackend:
         on_text: OnText,
         cancel: anyio.Event,
         sampling: Sampling,
+        on_thinking: OnText = _ignore,
     ) -> Generation:
         prefix, text = self._text_for(conv)
         stop = threading.Event()
@@ -123,6 +134,7 @@ class LlamaCppBackend:
                     on_text=relay.put,
                     prefix=prefix,
                     thinking_budget=conv.thinking_budget if conv.thinking else None,
+                    on_thinking=relay.put_thought,
                 )
             finally:
                 relay.close()
@@ -142,8 +154,8 @@ class LlamaCppBackend:
                 tg.start_soon(watch_cancel)
                 async with relay.wakeups:
                     async for _ in relay.wakeups:
-                        if text_now := relay.take():
-                            await on_text(text_now)
+                        for thought, piece in relay.take():
+                            await (on_thinking if thought else on_text)(piece)
                 tg.cancel_scope.cancel()  # the worker is done; stop the cancel watcher
         conv.consumed = len(conv.messages) + 1  # + the assistant turn the planner appends
         return result[0]
@@ -160,13 +172,16 @@ class _TextRelay:
     def __init__(self, loop: trio.lowlevel.TrioToken) -> None:
         self._loop = loop
         self._lock = threading.Lock()
-        self._pending: list[str] = []
+        self._pending: list[tuple[bool, str]] = []  # (thinking, text)
         self._last = 0.0
         self._send, self.wakeups = anyio.create_memory_object_stream[None](1)
 
-    def put(self, piece: str) -> None:  # generating thread
+    def put_thought(self, piece: str) -> None:  # generating thread
+        self.put(piece, thought=True)
+
+    def put(self, piece: str, thought: bool = False) -> None:  # generating thread
         with self._lock:
-            self._pending.append(piece)
+            self._pending.append((thought, piece))
             now = time.monotonic()
             if now - self._last < STREAM_INTERVAL_S:
                 return
@@ -184,10 +199,17 @@ class _TextRelay:
         ):
             self._send.send_nowait(None)
 
-    def take(self) -> str:
+    def take(self) -> list[tuple[bool, str]]:
+        """What came since the last take, as runs of thinking or answer text."""
         with self._lock:
-            text, self._pending = "".join(self._pending), []
-        return text
+            pending, self._pending = self._pending, []
+        runs: list[tuple[bool, str]] = []
+        for thought, piece in pending:
+            if runs and runs[-1][0] == thought:
+                runs[-1] = (thought, runs[-1][1] + piece)
+            else:
+                runs.append((thought, piece))
+        return runs
 
 
 class _Style(Enum):
@@ -255,6 +277,7 @@ class OpenAIUpstream:
         on_text: OnText,
         cancel: anyio.Event,
         sampling: Sampling,
+        on_thinking: OnText = _ignore,
     ) -> Generation:
         forcing = grammar is not None and not getattr(grammar, "lazy", False)
         while True:
@@ -262,7 +285,7 @@ class OpenAIUpstream:
             if grammar is None:
                 body["tool_choice"] = "none"
             try:
-                got = await self._stream(body, max_tokens, on_text, cancel)
+                got = await self._stream(body, max_tokens, (on_text, on_thinking), cancel)
                 break
             except _Refused as refused:
                 if not forcing or self._style is _Style.NATIVE:
@@ -314,18 +337,22 @@ class OpenAIUpstream:
         return body
 
     async def _stream(
-        self, body: dict[str, Any], max_tokens: int, on_text: OnText, cancel: anyio.Event
+        self,
+        body: dict[str, Any],
+        max_tokens: int,
+        sinks: tuple[OnText, OnText],  # (answer text, thinking)
+        cancel: anyio.Event,
     ) -> _Stream:
         got = _Stream()
         try:
             try:
-                await self._read(body, got, max_tokens, on_text, cancel)
+                await self._read(body, got, max_tokens, sinks, cancel)
             except httpx.RemoteProtocolError:
                 if got.pieces:
                     raise
                 log.info("upstream %s closed a kept-alive connection: retrying once", self.url)
                 got = _Stream()
-                await self._read(body, got, max_tokens, on_text, cancel)
+                await self._read(body, got, max_tokens, sinks, cancel)
         except httpx.RemoteProtocolError as exc:
             raise HearthError(
                 ErrorCode.UNREACHABLE, f"upstream {self.url} dropped the connection ({exc})"
@@ -346,9 +373,10 @@ class OpenAIUpstream:
         body: dict[str, Any],
         got: _Stream,
         max_tokens: int,
-        on_text: OnText,
+        sinks: tuple[OnText, OnText],
         cancel: anyio.Event,
     ) -> None:
+        on_text, on_thinking = sinks
         budget = max_tokens * MAX_CHARS_PER_TOKEN  # a server that never stops is cut
         async with self._client.stream(
             "POST", f"{self.url}/chat/completions", json=body
@@ -376,6 +404,7 @@ class OpenAIUpstream:
                     got.chars += sum(len(v) for v in _strings(delta))
                     if piece := _text(delta.get("reasoning_content")):
                         got.thinking.append(piece)
+                        await on_thinking(piece)
                     if piece := _text(delta.get("content")):
                         got.text.append(piece)
                         got.pieces += 1

@@ -240,6 +240,9 @@ class _Session:
             async def stream_text(piece: str) -> None:
                 await self.send(Token(request_id=request.request_id, text=piece))
 
+            async def stream_thought(piece: str) -> None:  # progress, never a call
+                await self.send(Token(request_id=request.request_id, text=piece, thinking=True))
+
             grammar = tool_grammar(
                 schemas,
                 mode,
@@ -251,15 +254,12 @@ class _Session:
                 grammar=grammar,
                 max_tokens=request.limits.max_tokens,
                 on_text=stream_text,
+                on_thinking=stream_thought,
                 cancel=self.cancel,
                 sampling=self.planner.settings.sampling,
             )
             if result.finish == "cancelled":
                 raise HearthError(ErrorCode.CANCELLED, "plan session cancelled")
-            if result.thinking:  # progress, never a call
-                await self.send(
-                    Token(request_id=request.request_id, text=result.thinking, thinking=True)
-                )
             parsed = parse_generation(
                 result.text,
                 result.finish,

@@ -171,29 +171,23 @@ def test_ctrl_c_at_any_moment_is_cancelled_with_one_json_object(
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
 
 
+def hearth(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "hearth"), *args], capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, "HEARTH_NO_MDNS": "1"},
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize("route", ["local", "remote"])
 def test_think_keeps_the_thinking_apart_from_the_answer(real_phone: Path, route: str) -> None:
-    subprocess.run(
-        [str(BIN / "hearth"), "config", "set", "limits.max_thinking_tokens", "8",
-         "--home", str(real_phone)],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
+    home = ("--home", str(real_phone))
+    assert hearth("config", "set", "limits.max_thinking_tokens", "8", *home).returncode == 0
     try:
-        runs = {
-            think: subprocess.run(
-                [str(BIN / "hearth"), "ask", "--json", "--route", route, "--tool-choice", "none",
-                 *(["--think"] if think else []), "--home", str(real_phone), "why is the sky blue"],
-                capture_output=True, text=True, timeout=180,
-                env={**os.environ, "HEARTH_NO_MDNS": "1"},
-            )  # fmt: skip
-            for think in (False, True)
-        }
+        ask = ("ask", "--json", "--route", route, "--tool-choice", "none", *home)
+        runs = {think: hearth(*ask, *(["--think"] if think else []), "why is the sky blue")
+                for think in (False, True)}  # fmt: skip
     finally:
-        subprocess.run(
-            [str(BIN / "hearth"), "config", "set", "limits.max_thinking_tokens", "1024",
-             "--home", str(real_phone)],
-            check=True, capture_output=True, timeout=60,
-        )  # fmt: skip
+        hearth("config", "set", "limits.max_thinking_tokens", "1024", *home)
     for think, result in runs.items():
         assert result.returncode == 0, result.stdout + result.stderr
         out = one_json(result.stdout)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from hearth.companion.policy import OwnerPolicy
+from hearth.companion.settings import PhoneSettings
 from hearth.companion.tools.mcp import McpServer
 from hearth.node.config import NodeConfig
 
@@ -22,6 +23,7 @@ def test_sample_configs_are_valid_for_their_loaders() -> None:
     OwnerPolicy.model_validate(tomllib.loads((DEPLOY / "config/phone-policy.toml").read_text()))
     phone = tomllib.loads((DEPLOY / "config/phone-config.toml").read_text())
     assert [McpServer.model_validate(m).name for m in phone["mcp"]] == ["weather"]
+    PhoneSettings.model_validate(phone)
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze here")
