@@ -20,6 +20,7 @@ import anyio
 from hearth.protocol.console import plain
 
 SHOWN_CHARS = 200  # of each value, before "…(N more characters)"
+SHOWN_ARGUMENTS = 20  # before "…(N more arguments)": none may scroll the warnings away
 MAX_PROMPTS = 10  # answers that are neither yes nor no before the question is refused
 
 
@@ -44,10 +45,13 @@ class Confirmation:
             )
         if self.tool:
             lines.append(f"  {_line(self.tool, limit)} with:")
-        for arg, value in self.arguments.items():
+        shown = list(self.arguments.items())[: SHOWN_ARGUMENTS if limit is not None else None]
+        for arg, value in shown:
             lines.append(
                 f"    {_line(arg, limit)} = {_line(json.dumps(value, ensure_ascii=False), limit)}"
             )
+        if len(shown) < len(self.arguments):
+            lines.append(f"    …({len(self.arguments) - len(shown)} more arguments)")
         return "\n".join(lines)
 
 

@@ -8,7 +8,8 @@ open-world calls may not carry private values out, reversible writes need one
 approval per plan, irreversible ones a confirmation per step).
 
 Every value carries labels (`labels.py`): a literal the planner wrote after the
-session saw untrusted input (or any literal of a friend's planner) is untrusted; a
+session saw untrusted input (or any literal of a friend's planner) is untrusted (an
+object's keys and the part of a result a `$ref` path picks are literals too); a
 `$ref` carries the labels of the result it names; a result or an error carries the
 labels of the arguments that produced it and of its tool. A tainted control
 argument of a sensitive tool forces a confirmation naming its sources. What leaves
@@ -55,6 +56,7 @@ class PlanRun:
     plan: Plan
     session: SessionState
     friend: bool
+    remote: bool  # planned off the phone (home or friend)
     results: dict[str, tuple[Any, Labels]] = field(default_factory=dict)
     approved: bool = False  # the plan's reversible writes were approved
 
@@ -93,6 +95,7 @@ def _resolve(value: Any, step: PlanStep, run: PlanRun, into: Gathered) -> Any:
                 raise HearthError(
                     ErrorCode.PLAN_REJECTED, f"{step.id}: $ref must start with '<step>.result'"
                 )
+            into.literal |= len(parts) > 1  # which part it picks is the planner's choice
             for part in parts[1:]:
                 try:
                     current = current[int(part)] if isinstance(current, list) else current[part]
@@ -101,6 +104,7 @@ def _resolve(value: Any, step: PlanStep, run: PlanRun, into: Gathered) -> Any:
                         ErrorCode.PLAN_REJECTED, f"{step.id}: a $ref names nothing"
                     ) from exc
             return current
+        into.literal |= bool(value)  # its keys are text the planner wrote
         return {k: _resolve(v, step, run, into) for k, v in value.items()}
     if isinstance(value, list):
         return [_resolve(v, step, run, into) for v in value]
@@ -184,14 +188,15 @@ class Executor:
         destination = (
             Destination.FRIEND if friend else Destination.HOME if home else Destination.PHONE
         )
-        outcomes = await self.run_plan(plan, state, friend=friend)
+        outcomes = await self.run_plan(plan, state, friend=friend, remote=friend or home)
         return [self.egress.observation(o, destination) for o in outcomes]
 
     async def run_plan(
-        self, plan: Plan, state: SessionState, *, friend: bool = False
+        self, plan: Plan, state: SessionState, *, friend: bool = False, remote: bool = True
     ) -> list[StepOutcome]:
         """Run `plan`; the outcomes keep full values and their labels (nothing here
-        has left the phone yet)."""
+        has left the phone yet). A plan from off the phone (`remote`) may not use a
+        tool the owner keeps off remote planners."""
         try:
             check_limits(plan, state)
         except HearthError as exc:
@@ -199,7 +204,7 @@ class Executor:
             raise
         state.steps_planned += len(plan.steps)
         state.tainted_by |= {f"{s.tool} ({s.source})" for s in plan.untrusted_inputs}
-        run = PlanRun(plan, state, friend)
+        run = PlanRun(plan, state, friend, remote)
         try:
             check_structure(plan)
             session = SessionRecord(tainted_by=frozenset(state.tainted_by), friend=friend)
@@ -222,13 +227,18 @@ class Executor:
         for plan_id, session, body in self.journal.unfinished():
             plan = Plan.model_validate_json(body)
             records = self.journal.steps(plan_id)
-            run = PlanRun(plan, SessionState(tainted_by=set(session.tainted_by)), session.friend)
+            run = PlanRun(
+                plan,
+                SessionState(tainted_by=set(session.tainted_by)),
+                session.friend,
+                remote=plan.signer != plan.audience,  # a local plan is the phone's own
+            )
             for step in plan.steps:
                 record = records.get(step.id)
                 if record is not None and record.state != "running":
+                    run.session.tainted_by |= record.labels.untrusted  # errors taint too
                     if record.state == "ok":
                         run.results[step.id] = (record.result, record.labels)
-                        run.session.tainted_by |= record.labels.untrusted
                         tool = self.registry.tools.get(step.tool)
                         run.approved |= bool(tool and tool.tier is Tier.REVERSIBLE)
                     continue
@@ -271,6 +281,11 @@ class Executor:
         args: dict[str, Any] = dict(step.arguments)
         try:
             tool = self.registry.get(step.tool)
+            if run.remote and tool.name in self.egress.policy.never_remote_tools:
+                raise HearthError(
+                    ErrorCode.PLAN_REJECTED,
+                    f"{step.id}: the owner keeps {tool.name} off remote planners",
+                )
             resolved = {}
             for name, raw in step.arguments.items():
                 resolved[name] = _resolve(raw, step, run, gathered.setdefault(name, Gathered()))

@@ -76,13 +76,12 @@ def roster(
     """Show the signed roster, or grant/deny a member a role (founder, daemon running)."""
     from hearth.node.control import request
     from hearth.protocol.transport.membership import load_roster
-    from hearth.protocol.wire.errors import ErrorCode, HearthError
 
+    if action is not None and (action not in ("grant", "deny") or not peer or not role):
+        raise typer.BadParameter("usage: roster [grant|deny PEER ROLE]")  # exit 2
     with reporting(as_json):
         directory = _home(home)
         if action is not None:
-            if action not in ("grant", "deny") or not peer or not role:
-                raise HearthError(ErrorCode.INVALID_INPUT, "usage: roster [grant|deny PEER ROLE]")
             reply = request(directory, {"op": action, "peer": peer, "role": role})
             emit(
                 as_json,

@@ -150,13 +150,15 @@ def reporting(as_json: bool) -> Iterator[None]:
 
 
 def storage_problem(exc: BaseException) -> HearthError | None:
-    """A home that cannot be written (read-only, full, not ours) as a clear error;
+    """A home that cannot be written (read-only, full, not ours, a file) as a clear error;
     None for anything else."""
     reasons = {
         errno.EROFS: "is on a read-only file system",
         errno.ENOSPC: "is on a full disk",
         errno.EDQUOT: "is over its disk quota",
         errno.EACCES: "is not writable by this user",
+        errno.EEXIST: "is a file where a directory belongs",
+        errno.ENOTDIR: "lies under a file, not a directory",
     }
     if isinstance(exc, OSError) and exc.errno in reasons:
         where = exc.filename or "the home directory"

@@ -353,6 +353,7 @@ def _schema(given: Any) -> dict[str, Any]:
     properties = schema.setdefault("properties", {})
     if not isinstance(properties, dict):
         raise HearthError(ErrorCode.INVALID_INPUT, "its input schema's properties are not a map")
+    schema.pop("patternProperties", None)  # it would admit arguments nobody declared
     schema.update(type="object", additionalProperties=False)
     return schema
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, get_type_hints
 
-from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from hearth.protocol.model.validate import Validator  # RE2 patterns: no regex can hang
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import ToolSpec
 
@@ -115,7 +115,13 @@ class Tool:
         """Arguments checked against the local schema; `plan_rejected` otherwise. The
         message names the argument and the rule, never the value (it may be private)."""
         if self.args_model is None:
-            error = next(iter(Draft202012Validator(self.schema).iter_errors(arguments)), None)
+            try:
+                error = next(iter(Validator(self.schema).iter_errors(arguments)), None)
+            except Exception as exc:  # a server's schema that cannot be evaluated (say, a
+                # `$ref` nobody can resolve) refuses the step rather than ending the ask
+                raise HearthError(
+                    ErrorCode.PLAN_REJECTED, f"{self.name}: its schema cannot be checked"
+                ) from exc
             if error is not None:
                 where = str(error.path[0]) if error.path else "arguments"
                 rule = f"{error.validator}={json.dumps(error.validator_value)}"

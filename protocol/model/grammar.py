@@ -480,9 +480,12 @@ def tool_grammar(
             raise HearthError(ErrorCode.INVALID_INPUT, f"tool {name}: schema too large")
         properties = schema.get("properties") if isinstance(schema, dict) else None
         properties = properties if isinstance(properties, dict) else {}
-        required = set(schema.get("required", [])) if isinstance(schema, dict) else set()
+        named = schema.get("required", []) if isinstance(schema, dict) else []
+        required = {r for r in named if isinstance(r, str)}
+        # a required name without a property schema takes any value, after the properties
+        unlisted = [(r, True) for r in dict.fromkeys(named) if r in required - properties.keys()]
         parts = [literal(f"{name}>\n")]
-        for j, (prop, prop_schema) in enumerate(properties.items()):
+        for j, (prop, prop_schema) in enumerate([*properties.items(), *unlisted]):
             if prop_schema is False or not _usable(prop) or ">" in prop or "\n" in prop:
                 if prop in required:
                     raise HearthError(

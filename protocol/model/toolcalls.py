@@ -115,7 +115,8 @@ def _parse_one(body: str, schemas: dict[str, dict[str, Any]]) -> ToolCall:
         key_end = rest.find(">")
         if key_end < 0:
             raise ModelOutputError("a parameter's name is not closed")
-        key = rest[len(PARAM_OPEN) : key_end].strip()
+        key = rest[len(PARAM_OPEN) : key_end]
+        key = key if key in properties else key.strip()  # a schema's name exactly as written
         rest = rest[key_end + 1 :]
         rest = rest[1:] if rest.startswith("\n") else rest
         end = rest.find(VALUE_END)

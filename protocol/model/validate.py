@@ -21,6 +21,7 @@ from typing import Any
 
 import anyio
 import re2
+import referencing.exceptions
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError, ValidationError
 
@@ -129,7 +130,7 @@ def validate_call(call: ToolCall, schemas: dict[str, dict[str, Any]]) -> None:
             Validator(schemas[call.name]).iter_errors(call.arguments),
             key=lambda e: [str(p) for p in e.path],
         )
-    except (RecursionError, re2.error) as exc:
+    except (RecursionError, re2.error, referencing.exceptions.Unresolvable) as exc:
         raise ModelOutputError(f"{call.name}: the schema cannot be checked") from exc
     if errors:
         where = "/".join(str(p) for p in errors[0].path) or "arguments"
