@@ -28,6 +28,7 @@ from hearth.protocol.wire.messages import (
 )
 
 from .nodes import cli, pair_phone, start_node
+from .upstream_servers import command, free_port, wait_serving
 
 TOOLS = [
     ToolSpec.model_validate(
@@ -290,45 +291,13 @@ def test_bad_config_exits_9_naming_the_field(tmp_path) -> None:
     assert result.returncode == 9 and "max_sesions" in result.stderr
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def start_reference_server(processes, model) -> str:
     """llama-cpp-python's own OpenAI-compatible server on loopback, with `model`."""
     import subprocess
-    import sys
-    import time
-    import urllib.request
 
     port = free_port()
-    proc = processes.spawn(
-        sys.executable,
-        "-m",
-        "llama_cpp.server",
-        "--model",
-        str(model),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--n_ctx",
-        "4096",
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 60
-    while True:
-        assert proc.poll() is None, "llama_cpp.server exited"
-        assert time.monotonic() < deadline, "llama_cpp.server did not start"
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=1)
-            return f"http://127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.1)
+    proc = processes.spawn(*command("llama-cpp-python", model, port), stderr=subprocess.DEVNULL)
+    return wait_serving(proc, port)
 
 
 def test_the_same_session_through_an_openai_compatible_upstream(
