@@ -106,12 +106,14 @@ def run_demo(model: Path | None = None) -> None:
         )
     else:
         node_model = phone_model = model.resolve()
-        console.print(f"Model for the node and the phone: {model}")
+        console.print(f"Model for the node and the phone: {model}", markup=False)
     with tempfile.TemporaryDirectory(prefix="hearth-demo-") as tmp:
         node_home, phone_home = Path(tmp) / "node", Path(tmp) / "phone"
         folders = {"NODE": node_home, "PHONE": phone_home, "MODELS": node_model.parent}
         demo = Walkthrough(console, folders)
-        console.print("\n" + "\n".join(f"{name}={path}" for name, path in folders.items()))
+        console.print(
+            "\n" + "\n".join(f"{name}={path}" for name, path in folders.items()), markup=False
+        )
         demo.run("hearth-node", "init", "--name", "home", "--json", "--home", str(node_home))
         node = _start_node(demo, node_home, node_model)
         try:
