@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from .fuzz.run_all import run
 
 FUZZ = Path(__file__).parent / "fuzz"
 RUNS = 10000  # a smoke run; the CI budget is run_all.py
@@ -23,20 +24,9 @@ RUNS = 10000  # a smoke run; the CI budget is run_all.py
     "target", ["fuzz_frames.py", "fuzz_search_packets.py", "fuzz_control.py"]
 )
 def test_short_fuzz_run_finds_nothing(target: str, tmp_path) -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(FUZZ / target),
-            f"-atheris_runs={RUNS}",
-            f"-artifact_prefix={tmp_path}/",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=280,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    done = re.search(r"Done (\d+) in", result.stderr)
-    assert done and int(done.group(1)) == RUNS  # every execution ran
+    done, failure = run(target, RUNS, tmp_path)
+    assert failure == "", failure
+    assert done == RUNS  # every execution ran
 
 
 SCHEMA_RUNS = 600  # ~20-50 schemas/s on 2 busy cores: about a minute
