@@ -15,13 +15,13 @@ import json
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from statistics import median, quantiles
 
 from rich.console import Console
 from rich.table import Table
 
+from hearth.companion.swarmkit import KitError, wait_ready
 from hearth.protocol.transport.probe import lay_out_homes
 
 HERE = Path(__file__).parent
@@ -31,13 +31,11 @@ PLAIN = [sys.executable, str(HERE / "plain_libp2p.py")]
 
 def start(cmd: list[str], ready: Path) -> tuple[subprocess.Popen[bytes], dict]:
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while not ready.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError(f"{cmd} did not start")
-        time.sleep(0.05)
-    return proc, json.loads(ready.read_text())
+    try:
+        return proc, wait_ready(proc, ready, timeout=30)
+    except KitError:
+        proc.kill()
+        raise
 
 
 def client(cmd: list[str]) -> dict:

@@ -6,9 +6,10 @@ number of concurrent requests to the reference server.
 Hearth: every phone is its own paired identity with its own connection; a request is a
 one-round plan session (request → signed plan). The node runs with its defaults
 (2 sessions generating, 8 queued, 2 per phone): past that a phone gets `busy` with a
-retry hint. Reference: the same GGUF behind llama-cpp-python's server, the same number
-of concurrent chat completions (it queues everything). Reports sessions/s, p99 latency,
-busy and other errors, and the node's p99 wait in its queue.
+retry hint. Reference: the same GGUF behind llama.cpp's own server (llama-server, via
+xllamacpp, its default slots), the same number of concurrent chat completions (it
+queues everything). Reports sessions/s, p99 latency, busy and other errors, and the
+node's p99 wait in its queue.
 """
 
 from __future__ import annotations
@@ -27,29 +28,20 @@ import trio
 from rich.console import Console
 from rich.table import Table
 
+from hearth.companion.swarmkit import Processes, pair_in_process, start_node
 from hearth.node.control import request as control
 from hearth.protocol.model.tiny import make_tiny
 from hearth.protocol.transport.host import quiet_libp2p
-from hearth.protocol.transport.keys import create_identity
-from hearth.protocol.transport.pairing import redeem, store_pairing
 from hearth.protocol.wire.errors import ErrorCode, HearthError
-from hearth.protocol.wire.invite import parse_invite
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 from offload import (  # noqa: E402
-    MAX_CALLS,
-    MAX_TOKENS,
-    PROMPT,
-    SCHEMAS,
-    TOOLS,
     one_round,
     phone_host,
-    start_node,
+    reference_body,
     start_reference,
 )
-
-from hearth.protocol.model.grammar import tool_grammar  # noqa: E402
 
 
 def summary(latencies: list[float], errors: dict[str, int], wall: float) -> dict:
@@ -67,17 +59,11 @@ def p99(values: list[float]) -> float:
     return values[min(len(values) - 1, int(len(values) * 0.99))] if values else 0.0
 
 
-async def pair_phones(node_home: Path, root: Path, count: int) -> list[Path]:
-    homes = []
-    for i in range(count):
-        uri = await anyio.to_thread.run_sync(
-            lambda: control(node_home, {"op": "invite", "role": "phone", "ttl": 600})["uri"]
-        )
-        home = root / f"phone{i}"
-        key = create_identity(home)
-        result, _ = await redeem(parse_invite(uri), key, f"p{i}", "phone")
-        store_pairing(home, result)
-        homes.append(home)
+def pair_phones(node_home: Path, root: Path, count: int) -> list[Path]:
+    homes = [root / f"phone{i}" for i in range(count)]
+    for i, home in enumerate(homes):  # invites through the control socket: no CLI start-ups
+        uri = control(node_home, {"op": "invite", "role": "phone", "ttl": 600})["uri"]
+        pair_in_process(home, uri, f"p{i}")
     return homes
 
 
@@ -108,14 +94,7 @@ async def hearth_load(homes: list[Path], node: dict) -> dict:
 
 
 async def reference_load(port: int, count: int) -> dict:
-    body = {
-        "messages": [{"role": "user", "content": PROMPT}],
-        "tools": [t.model_dump() for t in TOOLS],
-        "max_tokens": MAX_TOKENS,
-        "temperature": 0.0,
-        "seed": 0,
-        "grammar": tool_grammar(SCHEMAS, "required", max_calls=MAX_CALLS),
-    }
+    body = reference_body("llama-server", stream=False)
     latencies: list[float] = []
     errors: dict[str, int] = {}
     async with httpx.AsyncClient(
@@ -148,15 +127,14 @@ def main() -> None:
     counts = [int(n) for n in args.phones.split(",")]
     report: dict[str, dict] = {}
     procs = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, Processes() as processes:
         root = Path(tmp)
         bf16, _ = make_tiny(root / "models")
-        port = 20000 + (int(time.time()) % 1000)
         try:
-            procs.append(start_reference(bf16, port))
-            node, ready = start_node(root / "node", "--model", str(bf16))
-            procs.append(node)
-            homes = trio.run(pair_phones, root / "node", root, max(counts))
+            reference, port = start_reference("llama-server", bf16)
+            procs.append(reference)
+            ready = start_node(processes, root / "node", "--model", str(bf16)).ready
+            homes = pair_phones(root / "node", root, max(counts))
             for n in counts:
                 before = control(root / "node", {"op": "status"})["admission"]
                 ours = trio.run(hearth_load, homes[:n], ready)

@@ -1,8 +1,9 @@
 """Every benchmark, one command: `.venv/bin/python bench/run.py [--quick]`.
 
-Runs bench/connect.py, offload.py, system.py, load.py and swarm.py (each in temporary homes on
-loopback, each against its reference in the same run), then prints one table and
-writes bench/results/all.json with the machine it ran on.
+Runs bench/connect.py, offload.py, system.py, load.py, swarm.py, frames_cpu.py and
+companion.py (each in temporary homes on loopback, each against its reference in the same
+run: llama.cpp's own server through the `xllamacpp` wheel on every model row), then prints
+one table and writes bench/results/all.json with the machine it ran on.
 """
 
 from __future__ import annotations
@@ -76,6 +77,8 @@ def main() -> None:
         "system.py": ["--runs", "3" if args.quick else "5"],
         "load.py": ["--phones", "1,4,16" if args.quick else "1,4,16,64"],
         "swarm.py": ["--runs", "8" if args.quick else "20"],
+        "frames_cpu.py": ["--batches", "5" if args.quick else "9"],
+        "companion.py": ["--runs", "3" if args.quick else "5"],
     }
     for script, extra in {} if args.table_only else runs.items():
         Console(stderr=True).print(f"[dim]running {script}…[/]")
@@ -87,6 +90,8 @@ def main() -> None:
     system = json.loads((RESULTS / "system.json").read_text())
     load = json.loads((RESULTS / "load.json").read_text())
     swarm = json.loads((RESULTS / "swarm.json").read_text())
+    frames_cpu = json.loads((RESULTS / "frames_cpu.json").read_text())
+    companion = json.loads((RESULTS / "companion.json").read_text())
     rows: list[Row] = []
 
     def add(name: str, ours: Any, ref: Any, what: str) -> None:
@@ -114,45 +119,75 @@ def main() -> None:
         "plain py-libp2p echo",
     )
     add(
+        "small-frame round trip, CPU of both ends (us)",
+        frames_cpu["hearth"],
+        frames_cpu["reference"],
+        "plain py-libp2p echo, same process",
+    )
+    add(
         "offload: one plan round, llama-cpp backend (ms)",
         offload["hearth"],
-        offload["reference"],
-        "llama-cpp-python server, same GGUF/prompt/grammar",
+        offload["llama-server"],
+        "llama-server (xllamacpp), same GGUF/prompt/grammar/tokens",
+    )
+    add(
+        "offload: one plan round, llama-cpp backend (ms)",
+        offload["hearth"],
+        offload["llama-cpp-python"],
+        "llama-cpp-python server, same GGUF/prompt/grammar/tokens",
+    )
+    add(
+        "generation: per-token time (ms/token)",
+        offload["per-token"]["hearth"],
+        offload["per-token"]["llama-server"],
+        "llama-server's own timings, same request",
+    )
+    add(
+        "generation: CPU per token, whole round (ms/token)",
+        offload["per-token"]["hearth-cpu"],
+        offload["per-token"]["llama-server-cpu"],
+        "llama-server process CPU / tokens, same request",
+    )
+    add(
+        "generation: of which llama_decode (ms/token)",
+        offload["per-token"]["hearth-decode"],
+        offload["per-token"]["llama-server"],
+        "llama-server's whole per-token time",
     )
     add(
         "offload: one plan round, upstream backend (ms)",
         offload["hearth-upstream"],
-        offload["reference"],
-        "the same server, called directly",
+        offload["llama-server"],
+        "llama-server called directly",
     )
     add(
         "streaming: time to first token (ms)",
         offload["hearth"]["ttft_ms"],
-        offload["reference-stream"]["ttft_ms"],
-        "the server's SSE stream",
+        offload["llama-server-stream"]["ttft_ms"],
+        "llama-server's SSE stream",
     )
     add(
         "streaming: whole streamed round (ms)",
         offload["hearth"]["streamed_total_ms"],
-        offload["reference-stream"]["streamed_total_ms"],
-        "the server's SSE stream, one chunk per token",
+        offload["llama-server-stream"]["streamed_total_ms"],
+        "llama-server's SSE stream, one chunk per token",
     )
     per_token = {  # after the first token: (whole round - TTFT) / the other tokens
         side: (offload[side]["streamed_total_ms"] - offload[side]["ttft_ms"])
         / (offload["hearth"]["tokens"] - 1)
-        for side in ("hearth", "reference-stream")
+        for side in ("hearth", "llama-server-stream")
     }
     add(
         "streaming: per-token overhead after the first (ms/token)",
         per_token["hearth"],
-        per_token["reference-stream"],
-        "the server's SSE stream",
+        per_token["llama-server-stream"],
+        "llama-server's SSE stream",
     )
     for key, name, what in (
         (
             "cold start: process start → first token, s",
             "cold start: process → first token (s)",
-            "fresh python + httpx streaming from the server",
+            "fresh python + httpx streaming from llama-server",
         ),
         (
             "failover: node killed → local answer (whole command), s",
@@ -172,13 +207,13 @@ def main() -> None:
         "memory: idle node RSS (MiB)",
         mem["hearth-node idle"],
         mem["reference"],
-        "reference server RSS",
+        "llama-server (in python via xllamacpp) RSS",
     )
     add(
         "memory: companion peak RSS, local ask (MiB)",
         mem["hearth ask --route local (peak)"],
         mem["reference"],
-        "reference server RSS",
+        "llama-server (in python via xllamacpp) RSS",
     )
     for n, fig in load.items():
         ours, theirs = fig["hearth"], fig["reference"]
@@ -186,7 +221,7 @@ def main() -> None:
             f"load: {n} phone(s) at once, sessions/s",
             ours["per_s"],
             theirs["per_s"],
-            f"reference server, same concurrency (Hearth busy: {ours['errors'].get('busy', 0)}, "
+            f"llama-server, same concurrency (Hearth busy: {ours['errors'].get('busy', 0)}, "
             f"p99 queue wait {ours.get('queue_wait_p99_ms', 0):.0f} ms)",
         )
     for hops in (2, 3):
@@ -204,6 +239,50 @@ def main() -> None:
         None,
         "—",
     )
+    for key, ours, name in (
+        (
+            "process start → first token",
+            "hearth ask (thin client)",
+            "`hearth ask`, companion running: process → first token (s)",
+        ),
+        (
+            "warm local answer: request → first token",
+            "companion (hearth-local)",
+            "warm local answer: API request → first token (ms)",
+        ),
+    ):
+        for server in ("llama-server", "llama-cpp-python"):
+            fig = companion[key]
+            add(
+                name,
+                fig[ours],
+                fig[server],
+                f"{server}, same GGUF/prompt/tokens (load {fig['load_1min']})",
+            )
+    for key, ours, ref, name in (
+        (
+            "remote answer, whole",
+            "companion API (hearth-home, kept link)",
+            "in-process remote round (hearth ask, one-shot)",
+            "remote answer through the API, kept link (ms)",
+        ),
+        (
+            "failover: node killed → local answer (whole command)",
+            "hearth ask --route auto",
+            "hearth ask --route local",
+            "failover, companion running: node killed → local answer (s)",
+        ),
+    ):
+        fig = companion[key]
+        add(name, fig[ours], fig[ref], f"{ref} (load {fig['load_1min']})")
+    rss = companion["idle RSS, Q4 model loaded"]
+    for server in ("llama-server", "llama-cpp-python"):
+        add(
+            "memory: idle `hearth serve`, Q4 loaded (MiB)",
+            rss["hearth serve"],
+            rss[server],
+            f"{server} with the same GGUF",
+        )
     table = Table(title="Hearth benchmarks (ratio = Hearth median / reference median)")
     for col in ("figure", "Hearth", "p90", "reference", "p90 ", "ratio", "runs", "reference is"):
         table.add_column(col)
@@ -232,6 +311,8 @@ def main() -> None:
                 "system": system,
                 "load": load,
                 "swarm": swarm,
+                "frames_cpu": frames_cpu,
+                "companion": companion,
             },
             indent=2,
         )

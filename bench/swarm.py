@@ -30,16 +30,15 @@ import trio
 from rich.console import Console
 from rich.table import Table
 
+from hearth.companion.swarmkit import Processes, last_json, pair_in_process, run, start_node
 from hearth.protocol.transport.health import ask_health
 from hearth.protocol.transport.host import host_for_home, quiet_libp2p
-from hearth.protocol.transport.pairing import pair_home
 from hearth.protocol.wire.errors import HearthError
 from hearth.search.index import INDEX_FILE, FtsIndex
 from hearth.search.onion import Directory
 from hearth.search.route import choose_path, pull_directory, send
 
 HERE = Path(__file__).parent
-BIN = Path(sys.executable).parent
 sys.path.insert(0, str(HERE))
 from connect import client, start, stats  # noqa: E402
 
@@ -50,47 +49,17 @@ WORDS = [
 
 
 def node(*args: str) -> dict:
-    out = subprocess.run(
-        [str(BIN / "hearth-node"), *args, "--json"], capture_output=True, text=True, check=True
-    ).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    return last_json(run("hearth-node", *args, "--json"))
 
 
-def serve(home: Path, procs: list[subprocess.Popen[bytes]]) -> dict:
-    ready = home / "ready.json"
-    procs.append(
-        subprocess.Popen(
-            [
-                str(BIN / "hearth-node"),
-                "serve",
-                "--home",
-                str(home),
-                "--no-mdns",
-                "--listen",
-                "/ip4/127.0.0.1/tcp/0",
-                "--ready-file",
-                str(ready),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-    )
-    deadline = time.monotonic() + 60
-    while not ready.exists():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{home} did not start")
-        time.sleep(0.05)
-    return json.loads(ready.read_text())
-
-
-def set_up(tmp: Path, procs: list[subprocess.Popen[bytes]]) -> dict[str, dict]:
+def set_up(tmp: Path, processes: Processes) -> dict[str, dict]:
     docs = tmp / "docs"
     docs.mkdir()
     for i in range(500):  # a small corpus: 500 notes of 60 words each
         words = [WORDS[(i * 7 + j * 3) % len(WORDS)] for j in range(60)]
         (docs / f"note{i}.md").write_text(f"# note {i}\n" + " ".join(words))
     node("init", "--home", str(tmp / "home"), "--name", "home")
-    nodes = {"home": serve(tmp / "home", procs)}
+    nodes = {"home": start_node(processes, tmp / "home").ready}
     node("roster", "grant", nodes["home"]["peer_id"], "search-relay", "--home", str(tmp / "home"))
     for name, grant in (("a", "relay,search-relay"), ("b", "search-exit")):
         uri = node("invite", "--role", "friend", "--grant", grant, "--home", str(tmp / "home"))
@@ -98,11 +67,8 @@ def set_up(tmp: Path, procs: list[subprocess.Popen[bytes]]) -> dict[str, dict]:
         if name == "b":
             node("index", "add", str(docs), "--home", str(tmp / name))
             (tmp / name / "config.toml").write_text("search_exit_per_minute = 100000\n")
-        nodes[name] = serve(tmp / name, procs)
-    uri = node("invite", "--home", str(tmp / "home"))["uri"]
-    from hearth.protocol.transport.keys import create_identity
-
-    pair_home(tmp / "phone", uri, create_identity(tmp / "phone"), "phone", "phone")
+        nodes[name] = start_node(processes, tmp / name).ready
+    pair_in_process(tmp / "phone", node("invite", "--home", str(tmp / "home"))["uri"])
     return nodes
 
 
@@ -166,10 +132,10 @@ def main() -> None:
     args = parser.parse_args()
     quiet_libp2p()
     procs: list[subprocess.Popen[bytes]] = []
-    with tempfile.TemporaryDirectory() as tmp_name:
+    with tempfile.TemporaryDirectory() as tmp_name, Processes() as processes:
         tmp = Path(tmp_name)
         try:
-            nodes = set_up(tmp, procs)
+            nodes = set_up(tmp, processes)
             samples = trio.run(measure, tmp, nodes, args.runs)
             plain, ready = start(
                 [sys.executable, str(HERE / "plain_libp2p.py"), "serve", f"{tmp}/p.json"],

@@ -3,11 +3,12 @@
     .venv/bin/python bench/system.py [--runs 5]
 
 cold start: `hearth ask` process start → first streamed token from the node, against a
-fresh Python process streaming the same request from llama-cpp-python's server.
+fresh Python process streaming the same request from llama-server (xllamacpp).
 pairing: `hearth-node invite` → `hearth pair` done. failover: with the node killed,
 `hearth ask --route auto` → local answer, against `hearth ask --route local`.
-memory: RSS of the idle node and of the reference server (tiny model loaded, after
-one request), and peak RSS of a local `hearth ask` (the companion with its model).
+memory: RSS of the idle node and of the reference server (a Python process embedding
+llama-server; tiny model loaded, after one request), and peak RSS of a local
+`hearth ask` (the companion with its model).
 """
 
 from __future__ import annotations
@@ -23,13 +24,14 @@ import time
 from pathlib import Path
 from statistics import median
 
+from hearth.companion.swarmkit import Processes, last_json, run, start_node
 from hearth.protocol.model.tiny import make_tiny
 
 HERE = Path(__file__).parent
 BIN = Path(sys.executable).parent
 sys.path.insert(0, str(HERE))
 from connect import stats  # noqa: E402
-from offload import start_node, start_reference  # noqa: E402
+from offload import start_reference  # noqa: E402
 
 REF_COLD = """
 import sys, time, json
@@ -70,16 +72,7 @@ ENV = {**os.environ, "HEARTH_NO_MDNS": "1"}
 
 
 def hearth(*args: str, stdin: str | None = None) -> dict:
-    out = subprocess.run(
-        [str(BIN / "hearth"), *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-        env=ENV,
-    ).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    return last_json(run("hearth", *args, stdin=stdin, env=ENV))
 
 
 def first_token_s(*args: str) -> float:
@@ -120,32 +113,18 @@ def main() -> None:
     args = parser.parse_args()
     report: dict[str, dict] = {}
     procs: list[subprocess.Popen] = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, Processes() as processes:
         root = Path(tmp)
         bf16, q4 = make_tiny(root / "models")
-        port = 19000 + (int(time.time()) % 1000)
         try:
-            procs.append(start_reference(bf16, port))
-            node, _ready = start_node(root / "node", "--model", str(bf16))
-            procs.append(node)
+            reference, port = start_reference("llama-server", bf16)
+            procs.append(reference)
+            node = start_node(processes, root / "node", "--model", str(bf16))
             phone = root / "phone"
             hearth("init", "--model", str(q4), "--json", "--home", str(phone))
             pair_s = []
             for i in range(args.runs):
-                uri = json.loads(
-                    subprocess.run(
-                        [
-                            str(BIN / "hearth-node"),
-                            "invite",
-                            "--json",
-                            "--home",
-                            str(root / "node"),
-                        ],
-                        capture_output=True,
-                        text=True,
-                        check=True,
-                    ).stdout
-                )["uri"]
+                uri = node.invite()
                 extra = root / f"extra{i}"
                 if i:
                     hearth("init", "--json", "--home", str(extra))
@@ -175,7 +154,7 @@ def main() -> None:
                 )
                 ref_cold.append(float(out.stdout.strip()))
             report["cold start: process start → first token, s"] = side_by_side(cold, ref_cold)
-            node_rss = rss_kb(node.pid)
+            node_rss = rss_kb(node.proc.pid)
             ref_rss = rss_kb(procs[0].pid)
             companion_rss = peak_rss_kb(*ask, "--route", "local")
             report["memory: RSS, MiB (tiny model loaded)"] = {
@@ -186,8 +165,8 @@ def main() -> None:
                 "runs": 1,
             }
             local = [timed(*ask, "--route", "local") for _ in range(args.runs)]
-            os.kill(node.pid, signal.SIGKILL)
-            node.wait()
+            os.kill(node.proc.pid, signal.SIGKILL)
+            node.proc.wait()
             failover = [timed(*ask, "--route", "auto") for _ in range(args.runs)]
             report["failover: node killed → local answer (whole command), s"] = {
                 **side_by_side(failover, local),

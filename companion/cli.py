@@ -6,21 +6,21 @@ llama.cpp: heavy imports happen inside the commands that need them.
 
 from __future__ import annotations
 
+from hearth.protocol.interrupts import hold
+
+hold()  # first: a Ctrl-C while the command line loads is reported once it can be
+
 import json
 import os
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
-from hearth.protocol.console import hold_interrupts
+import typer
 
-hold_interrupts()  # a Ctrl-C while the command line loads is reported once it can be
-
-import typer  # noqa: E402
-
-from hearth.protocol.console import (  # noqa: E402
+from hearth.protocol.console import (
     add_version,
     cell,
     emit,
@@ -33,6 +33,11 @@ from hearth.protocol.console import (  # noqa: E402
 
 if TYPE_CHECKING:
     import anyio
+
+    from hearth.companion.results import AskResult
+    from hearth.companion.socket_messages import Op
+
+T = TypeVar("T")
 
 CANCEL_GRACE_S = 0.5  # after Ctrl-C, for the node to hear "cancel" before the phone hangs up
 CANCEL_BOUND_S = 1.8  # after Ctrl-C, the most a request may take to end (the contract says 2 s)
@@ -127,48 +132,65 @@ def ask(
             "--think", help="Let the model think first (bounded by limits.max_thinking_tokens)."
         ),
     ] = False,
+    conversation: Annotated[
+        str | None,
+        typer.Option("--conversation", help="Continue this conversation (`hearth conversations`)."),
+    ] = None,
+    continue_last: Annotated[
+        bool, typer.Option("--continue", help="Continue the most recent conversation.")
+    ] = False,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Route, plan, execute on the phone, answer. Exit 8 when a step was refused, 130 on
-    Ctrl-C (the node is told to stop)."""
+    """Route, plan, execute on the phone, answer (through the resident companion when it
+    runs). Exit 8 when a step was refused, 130 on Ctrl-C (the node is told to stop)."""
     with reporting(as_json):
         import trio
 
-        from hearth.companion.confirm import Scripted, Terminal
-        from hearth.companion.phone import Phone
+        from hearth.companion.client import ask_request, asking
+        from hearth.companion.confirm import Terminal
         from hearth.companion.terminal import QuietWhileAsking, StreamingAnswer
         from hearth.protocol.wire.errors import ErrorCode, HearthError
 
         if yes and no:
             raise HearthError(ErrorCode.INVALID_INPUT, "--yes and --no exclude each other")
+        if conversation is not None and continue_last:
+            raise HearthError(
+                ErrorCode.INVALID_INPUT, "--conversation and --continue exclude each other"
+            )
+        request = ask_request(
+            text=text,
+            route=route,
+            tool_choice=tool_choice,
+            thinking=think,
+            conversation_id=conversation,
+            continue_last=continue_last,
+            confirm="yes" if yes else "no" if no else "ask",
+        )
+        directory = _home(home)
         with StreamingAnswer() as view:
-            confirmer = QuietWhileAsking(Scripted(False) if no else Terminal(yes=yes), view)
-            phone = Phone(_home(home), confirmer)
+            confirmer = QuietWhileAsking(Terminal(), view)
 
-            async def request(cancel: anyio.Event) -> dict[str, Any]:
-                return await phone.ask(
-                    text, route, view.add, cancel, tool_choice=tool_choice, thinking=think
-                )
+            async def answer(cancel: anyio.Event) -> AskResult:
+                async with asking(directory) as asker:
+                    return await asker(request, view.show, confirmer, cancel)
 
-            payload = trio.run(until_interrupted, request, as_json)
+            result = trio.run(until_interrupted, answer, as_json)
+        payload = result.model_dump(mode="json")
 
         def render() -> None:
             from hearth.companion.terminal import ask_outcome, print_lines
 
             print_lines(ask_outcome(payload))
-            for w in payload.get("warnings", []):  # MCP servers left out, tools refused
+            for w in payload["warnings"]:  # MCP servers left out, tools refused
                 typer.echo(f"warning: {plain(w['message'])}", err=True)
 
         emit(as_json, payload, render)
-        steps = [step for plan in payload["plans"] for step in plan["steps"]]
-        if any(step["status"] == "refused" for step in steps):
+        if result.refused():
             raise SystemExit(ErrorCode.PLAN_REJECTED.exit_status)
 
 
-async def until_interrupted(
-    request: Callable[[anyio.Event], Awaitable[dict[str, Any]]], as_json: bool
-) -> dict[str, Any]:
+async def until_interrupted(request: Callable[[anyio.Event], Awaitable[T]], as_json: bool) -> T:
     """`request(cancel)`; on Ctrl-C `cancel` is set (the node is told to stop), and after
     `CANCEL_GRACE_S` the request is cut off. Either way the outcome is `cancelled`, within
     `CANCEL_BOUND_S` even when a worker thread is stuck in C code (loading a model)."""
@@ -184,7 +206,7 @@ async def until_interrupted(
         os._exit(CANCELLED.exit_status)
 
     cancel = anyio.Event()
-    result: dict[str, Any] | None = None
+    result: T | None = None
     backstop = threading.Timer(CANCEL_BOUND_S, give_up)
     backstop.daemon = True
     with trio.open_signal_receiver(signal.SIGINT) as interrupts, _cancelling(backstop):
@@ -218,23 +240,23 @@ def _cancelling(timer: threading.Timer) -> Iterator[None]:
         timer.cancel()
 
 
+def _call(home: Path | None, op: Op) -> dict[str, Any]:
+    """`op`'s `--json` object: from the companion when it runs, else in this process."""
+    import trio
+
+    from hearth.companion.client import call
+
+    return trio.run(call, _home(home), op)
+
+
 @app.command()
 def tools(home: HomeOption = None, as_json: JsonOption = False) -> None:
     """The phone's tool manifest: tiers, annotations, control arguments."""
-    import trio
-
-    from hearth.companion.phone import load_tools, read_config
-    from hearth.companion.tools.mcp import mounted
+    from hearth.companion.socket_messages import ToolsOp
 
     with reporting(as_json):
-        directory = _home(home)
-        registry, servers = load_tools(directory, read_config(directory))
-
-        async def listing() -> tuple[list[dict], list[dict]]:
-            async with mounted(servers, registry, directory / "logs") as warnings:
-                return registry.manifest(), [w.model_dump(mode="json") for w in warnings]
-
-        manifest, warnings = trio.run(listing)
+        payload = _call(home, ToolsOp())
+        manifest, warnings = payload["tools"], payload["warnings"]
 
         def render() -> None:
             from rich.console import Console
@@ -247,13 +269,13 @@ def tools(home: HomeOption = None, as_json: JsonOption = False) -> None:
                     cell(t["tier"]),
                     cell(", ".join(t["control_args"])),
                     "yes" if t["private"] else "",
-                    cell(registry.tools[t["name"]].description),
+                    cell(t.get("description", "")),
                 )
             Console().print(table)
             for w in warnings:  # servers left out, tools refused
                 typer.echo(f"warning: {plain(w['message'])}", err=True)
 
-        emit(as_json, {"tools": manifest, "warnings": warnings}, render)
+        emit(as_json, payload, render)
 
 
 @app.command()
@@ -268,22 +290,11 @@ def audit(
     as_json: JsonOption = False,
 ) -> None:
     """The audit log of every executor decision (and whether it is intact)."""
+    from hearth.companion.socket_messages import AuditOp
+
     with reporting(as_json):
-        import sqlite3
-
-        from hearth.companion.audit import AuditLog
-
-        try:
-            log = AuditLog(_home(home))
-            records = log.records()
-            verified, problem = log.verify() if verify else (None, "")
-        except sqlite3.DatabaseError as exc:
-            if not verify or isinstance(exc, sqlite3.OperationalError):
-                raise
-            records, verified, problem = [], False, f"the audit database is unreadable ({exc})"
-        payload: dict[str, Any] = {"records": records, "verified": verified}
-        if problem:
-            payload["problem"] = problem
+        payload = _call(home, AuditOp(verify=verify))
+        records, verified, problem = payload["records"], payload["verified"], payload.get("problem")
 
         def render() -> None:
             from rich.console import Console
@@ -305,7 +316,7 @@ def audit(
             if verified:
                 console.print("chain verified")
             elif verify:
-                console.print(Text.assemble(("TAMPERED", "bold red"), f": {plain(problem)}"))
+                console.print(Text.assemble(("TAMPERED", "bold red"), f": {plain(problem or '')}"))
 
         emit(as_json, payload, render)
         if verify and not verified:
@@ -315,13 +326,10 @@ def audit(
 @app.command()
 def status(home: HomeOption = None, as_json: JsonOption = False) -> None:
     """Paired nodes: reachable or not and why, latency, their model."""
+    from hearth.companion.socket_messages import StatusOp
+
     with reporting(as_json):
-        import trio
-
-        from hearth.companion.confirm import Scripted
-        from hearth.companion.phone import Phone
-
-        payload = trio.run(Phone(_home(home), Scripted(None)).status)
+        payload = _call(home, StatusOp())
 
         def render() -> None:
             from rich.console import Console
@@ -360,13 +368,10 @@ def search(
 ) -> None:
     """A private web search routed through friends' nodes (results are untrusted)."""
     with reporting(as_json):
-        import trio
+        from hearth.companion.client import valid
+        from hearth.companion.socket_messages import SearchOp
 
-        from hearth.companion.confirm import Scripted
-        from hearth.companion.phone import Phone
-
-        phone = Phone(_home(home), Scripted(None))
-        payload = trio.run(phone.search, query, hops, limit)
+        payload = _call(home, valid(SearchOp, query=query, hops=hops, limit=limit))
 
         def render() -> None:
             for r in payload["results"]:  # what the exit found: untrusted text
@@ -380,6 +385,93 @@ def search(
             )
 
         emit(as_json, payload, render)
+
+
+@app.command()
+def conversations(
+    conversation: Annotated[
+        str | None, typer.Argument(help="One conversation's id, to show its turns.")
+    ] = None,
+    home: HomeOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Past conversations, or one of them turn by turn."""
+    with reporting(as_json):
+        from hearth.companion.client import valid
+        from hearth.companion.socket_messages import ConversationsOp
+
+        payload = _call(home, valid(ConversationsOp, id=conversation))
+
+        def render() -> None:
+            from hearth.companion.terminal import conversation_lines, print_lines
+
+            print_lines(conversation_lines(payload))
+
+        emit(as_json, payload, render)
+
+
+@app.command()
+def inbox(home: HomeOption = None, as_json: JsonOption = False) -> None:
+    """Requests waiting for the home node, and the answers that came back."""
+    from hearth.companion.socket_messages import InboxOp
+
+    with reporting(as_json):
+        payload = _call(home, InboxOp())
+
+        def render() -> None:
+            from hearth.companion.terminal import inbox_lines, print_lines
+
+            print_lines(inbox_lines(payload))
+
+        emit(as_json, payload, render)
+
+
+@app.command()
+def chat(
+    conversation: Annotated[
+        str | None, typer.Option("--conversation", help="Continue this conversation.")
+    ] = None,
+    route: Annotated[
+        Literal["auto", "local", "remote"], typer.Option(help="auto, local or remote.")
+    ] = "auto",
+    home: HomeOption = None,
+) -> None:
+    """A conversation in the terminal: type a request, Enter; Ctrl-D or /quit ends it."""
+    with reporting(False):
+        import trio
+
+        from hearth.companion.chat import converse
+
+        directory = _home(home)
+
+        async def talk(cancel: anyio.Event) -> bool:
+            await converse(directory, conversation, route, cancel)
+            return True
+
+        trio.run(until_interrupted, talk, False)
+
+
+@app.command()
+def serve(
+    api_port: Annotated[
+        int | None,
+        typer.Option(min=0, max=65535, help="The HTTP API's port (default api_port; 0: any)."),
+    ] = None,
+    ready_file: Annotated[
+        Path | None,
+        typer.Option(help="Where to write {peer_id, api, socket} as JSON once serving."),
+    ] = None,
+    home: HomeOption = None,
+) -> None:
+    """The resident companion (warm model, kept link, companion.sock, local HTTP API).
+    SIGTERM stops it (exit 0), Ctrl-C too (130)."""
+    with reporting(False):
+        import trio
+
+        from hearth.companion.serve import exit_now
+        from hearth.companion.serve import serve as run
+
+        exit_now(trio.run(run, _home(home), api_port, ready_file))
 
 
 @config_app.command("get")

@@ -9,14 +9,10 @@ the tiny random-weight models (made if missing) unless `--model` names a real GG
 
 from __future__ import annotations
 
-import json
-import os
 import shlex
 import signal
-import subprocess
-import sys
 import tempfile
-import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +23,9 @@ from rich.text import Text
 from hearth.protocol.console import plain
 from hearth.protocol.model.tiny import make_tiny
 
+from .swarmkit import KitError, Processes, RunningNode, last_json, run, start_node
 from .terminal import ask_outcome
 
-BIN = Path(sys.executable).parent
 NOISE = "noise from a random-weight model"
 
 
@@ -45,7 +41,7 @@ class Walkthrough:
         self.console = console
         self.homes = homes  # shown as $NAME in the commands
 
-    def shown(self, args: tuple[str, ...]) -> str:
+    def shown(self, args: Sequence[str]) -> str:
         """The command as typed, with `$NAME` for the folders it names."""
         words = []
         for arg in args:
@@ -61,20 +57,15 @@ class Walkthrough:
         shown = self.shown(args) + (' <<< "$URI"' if stdin else "")
         self.console.print(Text(f"$ {shown}", style="bold cyan"))
         # everything is on loopback: the phone does not browse mDNS on this machine's LAN
-        env = {**os.environ, "HEARTH_NO_MDNS": "1"}
-        result = subprocess.run(
-            [str(BIN / args[0]), *args[1:]],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=env,
-        )
-        lines = result.stdout.strip().splitlines()
-        if not lines:
-            raise SystemExit(f"{args[0]} printed nothing: {result.stderr.strip()[-500:]}")
-        payload: dict[str, Any] = json.loads(lines[-1])
-        return payload
+        result = run(*args, stdin=stdin, env={"HEARTH_NO_MDNS": "1"}, check=False)
+        try:
+            return last_json(result)
+        except KitError as e:
+            raise SystemExit(str(e)) from None
+
+    def announce(self, args: Sequence[str]) -> None:
+        """Show a command started in the background."""
+        self.console.print(Text(f"$ {self.shown(args)} &", style="bold cyan"))
 
 
 def show_ask(console: Console, out: dict[str, Any], noise: bool) -> None:
@@ -115,52 +106,18 @@ def run_demo(model: Path | None = None) -> None:
             "\n" + "\n".join(f"{name}={path}" for name, path in folders.items()), markup=False
         )
         demo.run("hearth-node", "init", "--name", "home", "--json", "--home", str(node_home))
-        node = _start_node(demo, node_home, node_model)
-        try:
-            _walk(demo, node, node_home, phone_home, phone_model, noise=model is None)
-        finally:
-            if node.poll() is None:
-                os.kill(node.pid, signal.SIGKILL)
-                node.wait()
+        with Processes() as processes:
+            try:
+                node = start_node(
+                    processes, node_home, "--model", str(node_model), announce=demo.announce
+                )
+            except KitError:
+                raise SystemExit("the home node did not start") from None
+            console.print(f"  home node {node.peer_id} listening on {node.addrs[0]}")
+            _walk(demo, node, phone_home, phone_model, noise=model is None)
 
 
-def _start_node(demo: Walkthrough, home: Path, model: Path) -> subprocess.Popen[bytes]:
-    ready = home / "ready.json"
-    args = (
-        "hearth-node",
-        "serve",
-        "--home",
-        str(home),
-        "--model",
-        str(model),
-        "--listen",
-        "/ip4/127.0.0.1/tcp/0",
-        "--no-mdns",
-        "--ready-file",
-        str(ready),
-    )
-    demo.console.print(Text(f"$ {demo.shown(args)} &", style="bold cyan"))
-    node = subprocess.Popen(
-        [str(BIN / args[0]), *args[1:]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    deadline = time.monotonic() + 120
-    while not ready.exists():
-        if node.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit("the home node did not start")
-        time.sleep(0.05)
-    info = json.loads(ready.read_text())
-    demo.console.print(f"  home node {info['peer_id']} listening on {info['addrs'][0]}")
-    return node
-
-
-def _walk(
-    demo: Walkthrough,
-    node: subprocess.Popen[bytes],
-    node_home: Path,
-    phone_home: Path,
-    model: Path,
-    noise: bool,
-) -> None:
+def _walk(demo: Walkthrough, node: RunningNode, phone_home: Path, model: Path, noise: bool) -> None:
     console = demo.console
     phone = demo.run("hearth", "init", "--model", str(model), "--json", "--home", str(phone_home))
     console.print(f"  phone {phone['peer_id']}")
@@ -172,7 +129,7 @@ def _walk(
             "hearth", "config", "set", "limits.max_value_chars", "40", "--json",
             "--home", str(phone_home),
         )  # fmt: skip
-    uri = demo.run("hearth-node", "invite", "--json", "--home", str(node_home))["uri"]
+    uri = demo.run("hearth-node", "invite", "--json", "--home", str(node.home))["uri"]
     console.print("  a one-time invite: URI=hearth://pair?…")
     paired = demo.run("hearth", "pair", "-", "--json", "--home", str(phone_home), stdin=uri + "\n")
     console.print(
@@ -196,8 +153,8 @@ def _walk(
         console.print(Text(f"\n{title}", style="bold"))
         if i == 2:
             console.print(Text("$ kill -TERM <the node>", style="bold cyan"))
-            node.send_signal(signal.SIGTERM)
-            node.wait(timeout=30)
+            node.proc.send_signal(signal.SIGTERM)
+            node.proc.wait(timeout=30)
         show_ask(console, demo.run(*ask, *options, request), noise)
     audit = demo.run("hearth", "audit", "--verify", "--json", "--home", str(phone_home))
     state = "intact" if audit["verified"] else f"TAMPERED ({audit.get('problem', '')})"

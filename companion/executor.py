@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any, Literal
+
+import anyio
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import Limits, Observation, Plan, PlanStep
@@ -36,6 +39,8 @@ from .labels import CLEAN, Labels
 from .tools.registry import BUILTIN, Registry, Tier, Tool, ToolContext
 
 FRIEND = "a friend's planner"
+OnStep = Callable[[Plan, PlanStep, StepOutcome | None], Awaitable[None]]
+"""Told of each step as it starts (outcome None) and as it ends (a service's events)."""
 
 
 @dataclass
@@ -59,6 +64,19 @@ class PlanRun:
     remote: bool  # planned off the phone (home or friend)
     results: dict[str, tuple[Any, Labels]] = field(default_factory=dict)
     approved: bool = False  # the plan's reversible writes were approved
+    resumed_from: float | None = None  # resumed: when (wall clock) the plan was accepted
+
+    def lapsed(self) -> str | None:
+        """Why a resumed plan may start no more tools: it expired, or the clock is
+        earlier than when it was accepted (set back: how long has passed is unknown)."""
+        if self.resumed_from is None:
+            return None
+        now = time.time()
+        if now < self.resumed_from:
+            return "the clock was set back since the plan was accepted"
+        if now >= self.plan.expires_at:
+            return "the plan expired before it could resume"
+        return None
 
     def literal_labels(self) -> Labels:
         """The labels of a value the planner wrote itself."""
@@ -180,7 +198,13 @@ class Executor:
         self.egress = Egress(policy or Policy())
 
     async def execute(
-        self, plan: Plan, state: SessionState, *, friend: bool = False, home: bool = True
+        self,
+        plan: Plan,
+        state: SessionState,
+        *,
+        friend: bool = False,
+        home: bool = True,
+        on_step: OnStep | None = None,
     ) -> list[Observation]:
         """Run `plan` (already verified by signature and binding); one observation a
         step, as the plan's signer may learn it (`home=False`: nobody off the phone).
@@ -188,11 +212,19 @@ class Executor:
         destination = (
             Destination.FRIEND if friend else Destination.HOME if home else Destination.PHONE
         )
-        outcomes = await self.run_plan(plan, state, friend=friend, remote=friend or home)
+        outcomes = await self.run_plan(
+            plan, state, friend=friend, remote=friend or home, on_step=on_step
+        )
         return [self.egress.observation(o, destination) for o in outcomes]
 
     async def run_plan(
-        self, plan: Plan, state: SessionState, *, friend: bool = False, remote: bool = True
+        self,
+        plan: Plan,
+        state: SessionState,
+        *,
+        friend: bool = False,
+        remote: bool = True,
+        on_step: OnStep | None = None,
     ) -> list[StepOutcome]:
         """Run `plan`; the outcomes keep full values and their labels (nothing here
         has left the phone yet). A plan from off the phone (`remote`) may not use a
@@ -214,7 +246,13 @@ class Executor:
         except HearthError as exc:
             self._audit(plan, "-", {}, "refused", exc.message, "refused")
             return [StepOutcome(s.id, "refused", CLEAN, error=exc.message) for s in plan.steps]
-        outcomes = [await self._step(run, step) for step in plan.steps]
+        outcomes = []
+        for step in plan.steps:
+            if on_step is not None:
+                await on_step(plan, step, None)
+            outcomes.append(await self._step(run, step))
+            if on_step is not None:
+                await on_step(plan, step, outcomes[-1])
         self.journal.close_plan(plan.plan_id)
         return outcomes
 
@@ -222,9 +260,12 @@ class Executor:
         """Finish plans a crash interrupted, with the labels and session taint they had:
         completed steps are not run again (their results are reused); a step caught
         mid-run is rerun only if its tool is idempotent, otherwise the user is asked.
+        A plan past its expiry (checked before each step and again before its tool
+        runs: a confirmation may wait long), or accepted at a time later than the clock
+        now says, runs no more steps: they are journaled `skipped`.
         Returns the plan ids finished."""
         finished = []
-        for plan_id, session, body in self.journal.unfinished():
+        for plan_id, session, body, accepted_at in self.journal.unfinished():
             plan = Plan.model_validate_json(body)
             records = self.journal.steps(plan_id)
             run = PlanRun(
@@ -232,6 +273,7 @@ class Executor:
                 SessionState(tainted_by=set(session.tainted_by)),
                 session.friend,
                 remote=plan.signer != plan.audience,  # a local plan is the phone's own
+                resumed_from=accepted_at,
             )
             for step in plan.steps:
                 record = records.get(step.id)
@@ -241,6 +283,10 @@ class Executor:
                         run.results[step.id] = (record.result, record.labels)
                         tool = self.registry.tools.get(step.tool)
                         run.approved |= bool(tool and tool.tier is Tier.REVERSIBLE)
+                    continue
+                if (lapsed := run.lapsed()) is not None:
+                    cut = "interrupted (it may or may not have happened); " if record else ""
+                    self._skip(plan, step, cut + lapsed)
                     continue
                 if record is not None and not await self._may_rerun(plan, step):
                     continue
@@ -272,11 +318,7 @@ class Executor:
     async def _step(self, run: PlanRun, step: PlanStep) -> StepOutcome:
         plan = run.plan
         if _past_deadline(run.session):
-            outcome = StepOutcome(step.id, "skipped", CLEAN, error="the request's deadline passed")
-            self.journal.finished(
-                plan.plan_id, step.id, "skipped", error=outcome.error, tool=step.tool, labels=CLEAN
-            )
-            return outcome
+            return self._skip(plan, step, "the request's deadline passed")
         gathered: dict[str, Gathered] = {}
         args: dict[str, Any] = dict(step.arguments)
         try:
@@ -289,7 +331,8 @@ class Executor:
             resolved = {}
             for name, raw in step.arguments.items():
                 resolved[name] = _resolve(raw, step, run, gathered.setdefault(name, Gathered()))
-            args = tool.validate(resolved)
+            # off the event loop: a server's schema may take up to the validation deadline
+            args = await anyio.to_thread.run_sync(tool.validate, resolved)
             arg_labels = {
                 name: g.labels | (run.literal_labels() if g.literal else CLEAN)
                 for name, g in gathered.items()
@@ -310,6 +353,12 @@ class Executor:
             )
             return self._outcome(run, StepOutcome(step.id, "refused", labels, error=exc.message))
         return await self._run(run, step, tool, tier, args, labels, decision)
+
+    def _skip(self, plan: Plan, step: PlanStep, reason: str) -> StepOutcome:
+        self.journal.finished(
+            plan.plan_id, step.id, "skipped", error=reason, tool=step.tool, labels=CLEAN
+        )
+        return StepOutcome(step.id, "skipped", CLEAN, error=reason)
 
     def _tainted(self, tool: Tool, run: PlanRun, gathered: dict[str, Gathered]) -> dict[str, str]:
         """Control arguments untrusted input could have chosen, each with its sources."""
@@ -387,6 +436,8 @@ class Executor:
         # labels; a tool that speaks for itself (MCP) labels its errors as its results
         error_labels = labels if tool.source == BUILTIN else labels | _tool_labels(tool)
         labels |= _tool_labels(tool)
+        if (lapsed := run.lapsed()) is not None:  # while a confirmation waited
+            return self._skip(plan, step, lapsed)
         self.journal.started(plan.plan_id, step.id, tool.name, args)
         try:
             result = await tool.run(args, ToolContext(f"{plan.plan_id}:{step.id}"))

@@ -2,7 +2,8 @@
 
 A plan id is accepted once, ever (replays are refused). After a crash the next start
 finds accepted plans that did not finish: completed steps keep their results and are
-not run again; a step caught mid-run is rerun only if its tool is idempotent.
+not run again; a step caught mid-run is rerun only if its tool is idempotent; a
+plan past its expiry runs no more steps.
 Each plan keeps the session it ran in (the untrusted sources seen so far, whether a
 friend planned it) and each result its labels, so a resumed plan gets back exactly
 the labels and the taint it had. Rows from before labels existed resume with the
@@ -56,7 +57,7 @@ class SessionRecord(BaseModel):
 class StepRecord:
     step_id: str
     tool: str
-    state: str  # running | ok | error | refused
+    state: str  # running | ok | error | timed_out | refused | skipped
     result: Any
     error: str | None
     labels: Labels
@@ -172,9 +173,11 @@ class Journal:
             for r in rows
         }
 
-    def unfinished(self) -> list[tuple[str, SessionRecord, str]]:
-        """Accepted plans that did not finish: (plan id, its session, plan as JSON)."""
+    def unfinished(self) -> list[tuple[str, SessionRecord, str, float]]:
+        """Accepted plans that did not finish: (plan id, its session, plan as JSON, when
+        it was accepted)."""
         rows = self.db.execute(
-            "SELECT plan_id, session, body FROM plans WHERE state='accepted' ORDER BY accepted_at"
+            "SELECT plan_id, session, body, accepted_at FROM plans WHERE state='accepted' "
+            "ORDER BY accepted_at"
         )
-        return [(r[0], SessionRecord.model_validate_json(r[1]), r[2]) for r in rows]
+        return [(r[0], SessionRecord.model_validate_json(r[1]), r[2], r[3]) for r in rows]

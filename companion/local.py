@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,13 +20,43 @@ from hearth.protocol.model.limits import Sampling
 from hearth.protocol.model.toolcalls import parse_generation
 from hearth.protocol.model.validate import check_schemas, validate_calls
 from hearth.protocol.wire.errors import ErrorCode, HearthError
-from hearth.protocol.wire.messages import Limits, Plan, PlanStep, ToolSpec
+from hearth.protocol.wire.messages import ChatMessage, Limits, Plan, PlanStep, ToolSpec
 
 if TYPE_CHECKING:  # llama.cpp and numpy load on first local use, not at every start
     from hearth.protocol.model.runtime import LlamaRuntime
 
 
 LOCAL_LIMITS = Limits(max_steps=8, max_tokens=384)
+USER_TURN = "<|im_start|>user"  # the prompt before the first one (system, tools) is stable
+OnText = Callable[[str, bool], None]  # a piece of text, and whether it is thinking
+
+
+@lru_cache(maxsize=4)
+def compiled_template(source: str) -> ChatTemplate:
+    """A model's chat template, compiled once (Jinja takes tens of ms per compile)."""
+    return ChatTemplate(source)
+
+
+def local_plan(phone_id: str, calls: Sequence[tuple[str, dict[str, Any]]]) -> Plan:
+    """The plan the phone's own model made of its tool `calls` (tool, arguments): signed
+    by and for the phone itself, steps `s1`, `s2`, ... in order, good for five minutes."""
+    now = time.time()
+    return Plan(
+        plan_id=uuid.uuid4().hex,
+        signer=phone_id,
+        audience=phone_id,
+        session_id="local",
+        round=1,
+        request_id="local",
+        request_hash=bytes(32),
+        transcript_hash=bytes(32),
+        issued_at=now,
+        expires_at=now + 300,
+        steps=[
+            PlanStep(id=f"s{i}", tool=tool, arguments=arguments)
+            for i, (tool, arguments) in enumerate(calls, 1)
+        ],
+    )
 
 
 @dataclass
@@ -35,6 +66,7 @@ class LocalResult:
     tokens: int
     confidence: float | None = None
     thinking: str = ""  # the thinking block, when the request asked for one
+    prompt_tokens: int = 0  # evaluated for this request (a cached stable prefix is not)
 
 
 class LocalModel:
@@ -47,6 +79,7 @@ class LocalModel:
         self.n_ctx = n_ctx
         self.sampling = sampling  # None: the model's own recommended settings
         self._runtime: LlamaRuntime | None = None
+        self._loading = anyio.Lock()  # one load, however many requests wait for it
 
     async def runtime(self) -> LlamaRuntime:
         if self.path is None or not self.path.is_file():
@@ -56,31 +89,39 @@ class LocalModel:
                 f"{missing}: set one with `hearth config set model PATH` (a Q4 GGUF; "
                 "`hearth models pull botpsy-0.8b` downloads one)",
             )
-        if self._runtime is None:
-            from hearth.protocol.model.runtime import LlamaRuntime
+        async with self._loading:
+            if self._runtime is None:
+                from hearth.protocol.model.runtime import LlamaRuntime
 
-            self._runtime = await anyio.to_thread.run_sync(
-                lambda: LlamaRuntime(self.path, n_ctx=self.n_ctx)
-            )  # type: ignore[arg-type]
+                path = self.path
+                self._runtime = await anyio.to_thread.run_sync(
+                    lambda: LlamaRuntime(path, n_ctx=self.n_ctx), abandon_on_cancel=True
+                )  # a stop while loading does not wait for the load
         return self._runtime
 
     async def plan(
         self,
-        text: str,
+        text: str | None,
         tools: list[ToolSpec],
         phone_id: str,
         limits: Limits = LOCAL_LIMITS,
         mode: Mode = "auto",
         cancelled: Callable[[], bool] = lambda: False,
         thinking: bool = False,
+        history: Sequence[ChatMessage] = (),
+        on_text: OnText | None = None,
     ) -> LocalResult:
         """One local round: a validated local plan (up to `limits.max_steps` calls), or
-        an answer. A call that is cut or breaks its schema raises `plan_rejected` (the
-        router may escalate)."""
+        an answer. `history` (earlier turns) comes before the request `text` (none: the
+        history ends with what to answer, a tool result say), rendered with the model's
+        template. `on_text(piece, thinking)` hears the thinking and, when no tool
+        may be called, the answer as they are generated (from the generating thread).
+        A call that is cut or breaks its schema raises `plan_rejected` (the router may
+        escalate)."""
         from hearth.protocol.model.runtime import SessionMemory
 
         runtime = await self.runtime()
-        template = ChatTemplate(runtime.chat_template)
+        template = compiled_template(runtime.chat_template)
         tool_dicts = [t.model_dump() for t in tools]
         schemas: dict[str, dict[str, Any]] = {
             t.function.name: dict(t.function.parameters) for t in tools
@@ -89,38 +130,41 @@ class LocalModel:
         grammar = tool_grammar(
             schemas, mode, limits.max_steps, max_value_chars=limits.max_value_chars
         )
-        prompt = template.render([{"role": "user", "content": text}], tool_dicts, thinking=thinking)
+        messages = [m.model_dump(exclude_none=True) for m in history]
+        if text is not None:
+            messages.append({"role": "user", "content": text})
+        prompt = template.render(messages, tool_dicts, thinking=thinking)
+        # the system and tools part is evaluated once per process, as on the node
+        prefix, sep, rest = prompt.partition(USER_TURN)
+        prefix, rest = (prefix, sep + rest) if sep else ("", prompt)
+        hear = on_text or (lambda _piece, _thinking: None)
         result = await anyio.to_thread.run_sync(
             lambda: runtime.generate(
                 SessionMemory(),
-                prompt,
+                rest,
+                prefix=prefix,
                 grammar=grammar,
                 max_tokens=limits.max_tokens,
                 sampling=self.sampling or runtime.recommended,
                 confidence=True,
                 cancelled=cancelled,
                 thinking_budget=limits.max_thinking_tokens if thinking else None,
+                on_text=(lambda piece: hear(piece, False)) if grammar is None else lambda _: None,
+                on_thinking=lambda piece: hear(piece, True),
             )
         )
         parsed = parse_generation(result.text, result.finish, schemas, calls=grammar is not None)
         await validate_calls(parsed.calls, schemas)
-        if not parsed.calls:
-            return LocalResult(parsed.text, None, result.tokens, result.confidence, result.thinking)
-        now = time.time()
-        plan = Plan(
-            plan_id=uuid.uuid4().hex,
-            signer=phone_id,
-            audience=phone_id,
-            session_id="local",
-            round=1,
-            request_id="local",
-            request_hash=bytes(32),
-            transcript_hash=bytes(32),
-            issued_at=now,
-            expires_at=now + 300,
-            steps=[
-                PlanStep(id=f"s{i}", tool=c.name, arguments=c.arguments)
-                for i, c in enumerate(parsed.calls, 1)
-            ],
+        plan = (
+            local_plan(phone_id, [(c.name, c.arguments) for c in parsed.calls])
+            if parsed.calls
+            else None
         )
-        return LocalResult(parsed.text, plan, result.tokens, result.confidence, result.thinking)
+        return LocalResult(
+            parsed.text,
+            plan,
+            result.tokens,
+            result.confidence,
+            result.thinking,
+            result.prompt_tokens,
+        )

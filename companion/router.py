@@ -34,6 +34,7 @@ class RouteInput:
     node_reachable: bool = False
     node_reason: str = ""
     node_latency_ms: float | None = None
+    document_chars: int = 0  # of the request's attached documents
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,8 @@ def decide(inp: RouteInput, policy: OwnerPolicy, asked: Route = "auto") -> Decis
         return Decision("remote", "needs a tool only the home node has")
     if len(inp.text) > policy.long_request_chars:
         return Decision("remote", f"long request ({len(inp.text)} characters)")
+    if inp.document_chars > policy.long_request_chars:
+        return Decision("remote", f"attached documents ({inp.document_chars} characters)")
     if inp.candidate_tools > policy.many_tools:
         return Decision("remote", f"{inp.candidate_tools} candidate tools")
     if MULTI_STEP.search(inp.text):

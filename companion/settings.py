@@ -29,6 +29,16 @@ CONFIG_FILE = "config.toml"
 GGUF_MAGIC = b"GGUF"
 
 
+class DocumentLimits(BaseModel):
+    """How large an attached document may be (`hearth ask --attach`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_bytes: Annotated[int, Field(ge=1, le=256 * 1024 * 1024)] = 16 * 1024 * 1024
+    max_pages: Annotated[int, Field(ge=1, le=10_000)] = 200
+    max_seconds: Annotated[float, Field(gt=0, le=3600)] = 60.0  # to read a PDF or HTML file
+
+
 class PhoneSettings(BaseModel):
     """What `config.toml` sets (other tables, such as `[[mcp]]`, pass through)."""
 
@@ -40,6 +50,12 @@ class PhoneSettings(BaseModel):
     """The local API's port on 127.0.0.1 (`hearth serve`)."""
     limits: Limits = Limits(max_steps=4, max_rounds=3, max_tokens=768, deadline_s=120)
     """What a request asks the planner to keep to (the phone enforces it)."""
+    history_turns: Annotated[int, Field(ge=0, le=64)] = 8
+    """Earlier turns of a conversation sent with a request (the most recent ones)."""
+    history_chars: Annotated[int, Field(ge=0, le=200_000)] = 8000
+    """At most this many characters of them (older turns are dropped first)."""
+    documents: DocumentLimits = DocumentLimits()
+    """Size and page limits of attached documents."""
 
     @field_validator("model")
     @classmethod

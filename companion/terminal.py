@@ -22,6 +22,7 @@ from rich.text import Text
 from hearth.protocol.console import plain
 
 from .confirm import Confirmation, Confirmer
+from .events import Event, TokenEvent
 
 ARGS_SHOWN = 80  # characters of a step's arguments in a summary, before "…(N more …)"
 TOOL_CALL = ("<tool_call>", "</tool_call>")
@@ -91,6 +92,11 @@ class StreamingAnswer:
             self._live.update(self._tail(), refresh=True)
             self._drawn = time.monotonic()
 
+    async def show(self, event: Event) -> None:
+        """An `EventSink`: the answer's tokens stream in (thinking and progress do not)."""
+        if isinstance(event, TokenEvent) and not event.thinking:
+            await self.add(event.text)
+
     def _tail(self) -> Text:
         """The last lines that fit the screen (a transient view must never scroll)."""
         rows = max(1, self.console.height - 2)
@@ -155,3 +161,39 @@ def print_lines(lines: list[Text], console: Console | None = None) -> None:
     console = console or Console(file=sys.stdout, highlight=False)
     for line in lines:
         console.print(line)
+
+
+def _when(stamp: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp))
+
+
+def conversation_lines(out: dict[str, Any]) -> list[Text]:
+    """`hearth conversations`: one line per conversation, or one conversation's turns."""
+    if "conversations" in out:
+        if not out["conversations"]:
+            return [Text("No conversations yet: `hearth ask --continue` or `hearth chat`.")]
+        return [
+            Text(plain(f"{c['id']}  {_when(c['updated'])}  {c['turns']} turn(s)  {c['title']}"))
+            for c in out["conversations"]
+        ]
+    lines = [Text(plain(f"{out['id']}: {out['title']}"), style="bold")]
+    for turn in out["turns"]:
+        lines.append(Text(plain(f"[{_when(turn['time'])}, {turn['route']}] "), style="dim"))
+        lines[-1].append(plain(f"> {turn['text']}"))
+        lines += [step_line(step) for plan in turn["plans"] for step in plan["steps"]]
+        lines.append(Text(plain(turn["answer"])))
+    return lines
+
+
+def inbox_lines(out: dict[str, Any]) -> list[Text]:
+    """`hearth inbox`: what waits for the home node, then what came back."""
+    lines = [
+        Text(f"waiting since {_when(w['since'])}: ", style="dim").append(plain(w["text"], 200))
+        for w in out["waiting"]
+    ]
+    for answered in out["answered"]:
+        lines += ask_outcome(answered)
+    for dropped in out.get("dropped", []):  # not sent, and why
+        lines.append(Text(f"not sent ({plain(dropped['note'], 200)}): ", style="yellow"))
+        lines[-1].append(plain(dropped["text"], 200))
+    return lines or [Text("Nothing waits for the home node.")]

@@ -8,6 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1  # the browser tests drive Debian's chromium
 PYTHON=${PYTHON:-python3}
 "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
     echo "Hearth needs Python 3.11 or newer (found $("$PYTHON" --version 2>&1))" >&2; exit 2; }
@@ -30,13 +31,26 @@ js_peer() {  # the js-libp2p peer for the pnet interop test, when node and npm a
     fi
 }
 
+browser() {  # Debian's chromium for the web page tests (Playwright never downloads one)
+    if [ ! -x /usr/bin/chromium ]; then
+        if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+            apt-get install -y --no-install-recommends chromium >/dev/null \
+                || { apt-get update -q >/dev/null && apt-get install -y --no-install-recommends chromium >/dev/null; } \
+                || echo "apt-get install chromium failed: the browser tests will be skipped" >&2
+        else
+            echo "no /usr/bin/chromium (apt-get install chromium): the browser tests will be skipped" >&2
+        fi
+    fi
+}
+
 case "${1:-}" in
     demo)
         exec .venv/bin/hearth demo ;;
     test)
         js_peer
+        browser
         .venv/bin/ruff check .
-        .venv/bin/mypy --strict protocol/wire
+        .venv/bin/mypy  # --strict over every product package: [tool.mypy] in pyproject.toml
         # the fuzz budget (>= 10^6 executions) runs beside the suite, at a lower priority
         fuzz_log=$(mktemp)
         nice -n 10 .venv/bin/python tests/fuzz/run_all.py >"$fuzz_log" 2>&1 &

@@ -3,6 +3,12 @@
 When a slot frees, the next session is taken round-robin across peers, so one
 phone with many requests cannot starve another. Past the bounds a request gets
 `busy` with a `retry_after` hint at once.
+
+A friend's phone (this node plans for it as a favour) comes after the node's own:
+it gets a slot only when one is free at once, no own phone is waiting and the
+friends' share (`friend_sessions`) is not used up; it never waits in the queue.
+Its sessions are not counted against the own phones' slots, so a friend's session
+never takes a slot an own phone needs.
 """
 
 from __future__ import annotations
@@ -30,10 +36,15 @@ class AdmissionStats:
 class Admission:
     """Slots for plan sessions: `async with admission.slot(peer): ...`."""
 
-    def __init__(self, max_active: int, max_queue: int, per_peer: int) -> None:
+    def __init__(
+        self, max_active: int, max_queue: int, per_peer: int, friend_sessions: int = 0
+    ) -> None:
         self.max_active = max_active
         self.max_queue = max_queue
         self.per_peer = per_peer
+        self.friend_sessions = friend_sessions
+        self.friends_active = 0
+        self.served_for_others = 0  # friends' sessions admitted since the start
         self.stats = AdmissionStats()
         self._held: dict[str, int] = {}
         self._waiting: OrderedDict[str, deque[anyio.Event]] = OrderedDict()
@@ -97,6 +108,25 @@ class Admission:
                 del self._held[peer]
             self._recent_session_s = 0.8 * self._recent_session_s + 0.2 * (time.monotonic() - began)
             self._release_slot()
+
+    @contextlib.asynccontextmanager
+    async def friend_slot(self) -> AsyncIterator[None]:
+        """A slot for a friend's phone, now or `busy`: own phones first."""
+        if self.friends_active >= self.friend_sessions:
+            why = f"this node plans for at most {self.friend_sessions} friends' requests at once"
+        elif self._waiting or self.stats.active + self.friends_active >= self.max_active:
+            why = "this node's own phones come first, and it is busy with them"
+        else:
+            why = ""
+        if why:
+            self.stats.busy += 1
+            raise HearthError(ErrorCode.BUSY, why, retry_after=self._retry_after())
+        self.friends_active += 1
+        self.served_for_others += 1
+        try:
+            yield
+        finally:
+            self.friends_active -= 1
 
     def _forget(self, peer: str, event: anyio.Event) -> None:
         queue = self._waiting.get(peer)

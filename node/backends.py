@@ -12,7 +12,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -39,6 +39,7 @@ async def _ignore(_: str) -> None:
 log = logging.getLogger(__name__)
 STREAM_INTERVAL_S = 0.015
 MAX_CHARS_PER_TOKEN = 64  # an upstream's stream is cut past max_tokens times this
+MAX_STREAM_LINE = 1 << 20  # bytes in one line of an upstream's event stream
 USER_TURN = "<|im_start|>user"
 
 
@@ -203,13 +204,40 @@ class _TextRelay:
         """What came since the last take, as runs of thinking or answer text."""
         with self._lock:
             pending, self._pending = self._pending, []
-        runs: list[tuple[bool, str]] = []
-        for thought, piece in pending:
-            if runs and runs[-1][0] == thought:
-                runs[-1] = (thought, runs[-1][1] + piece)
-            else:
-                runs.append((thought, piece))
-        return runs
+        return _runs(pending)
+
+
+def _runs(pieces: list[tuple[bool, str]]) -> list[tuple[bool, str]]:
+    """(thinking, text) pieces joined into runs of the same kind, in order."""
+    runs: list[tuple[bool, str]] = []
+    for thought, piece in pieces:
+        if runs and runs[-1][0] == thought:
+            runs[-1] = (thought, runs[-1][1] + piece)
+        else:
+            runs.append((thought, piece))
+    return runs
+
+
+class _Batches:
+    """Streamed pieces handed on as the in-process relay hands them: the first at once,
+    then what gathered, at most once per interval (each hand-over is a frame)."""
+
+    def __init__(self, sinks: tuple[OnText, OnText]) -> None:
+        self._sinks = sinks  # (answer text, thinking)
+        self._pending: list[tuple[bool, str]] = []
+        self._last = -STREAM_INTERVAL_S
+
+    async def add(self, piece: str, thought: bool) -> None:
+        self._pending.append((thought, piece))
+        if time.monotonic() - self._last >= STREAM_INTERVAL_S:
+            await self.flush()
+
+    async def flush(self) -> None:
+        self._last = time.monotonic()
+        pending, self._pending = self._pending, []
+        on_text, on_thinking = self._sinks
+        for thought, text in _runs(pending):
+            await (on_thinking if thought else on_text)(text)
 
 
 class _Style(Enum):
@@ -376,7 +404,6 @@ class OpenAIUpstream:
         sinks: tuple[OnText, OnText],
         cancel: anyio.Event,
     ) -> None:
-        on_text, on_thinking = sinks
         budget = max_tokens * MAX_CHARS_PER_TOKEN  # a server that never stops is cut
         async with self._client.stream(
             "POST", f"{self.url}/chat/completions", json=body
@@ -391,40 +418,68 @@ class OpenAIUpstream:
                     else ErrorCode.INTERNAL
                 )
                 raise HearthError(code, f"upstream answered {response.status_code}: {detail}")
-            async for line in response.aiter_lines():
-                if cancel.is_set():
-                    got.finish = "cancelled"
-                    return
-                if not line.startswith("data:") or line[5:].strip() == "[DONE]":
-                    continue
-                chunk = _chunk(line[5:])
-                got.usage = chunk.get("usage") or got.usage
-                for choice in chunk.get("choices") or []:
-                    delta = choice.get("delta") or {}
-                    got.chars += sum(len(v) for v in _strings(delta))
-                    if piece := _text(delta.get("reasoning_content")):
-                        got.thinking.append(piece)
-                        await on_thinking(piece)
-                    if piece := _text(delta.get("content")):
-                        got.text.append(piece)
-                        got.pieces += 1
-                        await on_text(piece)
-                    for call in delta.get("tool_calls") or []:
-                        _add_call(got.calls, call)
-                        got.pieces += 1
-                    if reason := choice.get("finish_reason"):
-                        got.finish = "length" if reason == "length" else "stop"
-                if got.chars > budget:
-                    got.finish = "length"
-                    return
+            batches = _Batches(sinks)
+            async for payloads in _sse_data(response):
+                for data in payloads:
+                    if cancel.is_set():
+                        got.finish = "cancelled"
+                        return
+                    if data != b"[DONE]":
+                        await self._take(_chunk(data), got, batches)
+                    if got.chars > budget:
+                        got.finish = "length"
+                        await batches.flush()
+                        return
+            await batches.flush()
+
+    @staticmethod
+    async def _take(chunk: dict[str, Any], got: _Stream, batches: _Batches) -> None:
+        """One parsed stream chunk into `got`; its text and thinking to `batches`."""
+        got.usage = chunk.get("usage") or got.usage
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            got.chars += sum(len(v) for v in _strings(delta))
+            if piece := _text(delta.get("reasoning_content")):
+                got.thinking.append(piece)
+                await batches.add(piece, thought=True)
+            if piece := _text(delta.get("content")):
+                got.text.append(piece)
+                got.pieces += 1
+                await batches.add(piece, thought=False)
+            for call in delta.get("tool_calls") or []:
+                _add_call(got.calls, call)
+                got.pieces += 1
+            if reason := choice.get("finish_reason"):
+                got.finish = "length" if reason == "length" else "stop"
 
     async def aclose(self) -> None:
         await self._client.aclose()
 
 
-def _chunk(data: str) -> dict[str, Any]:
+async def _sse_data(response: httpx.Response) -> AsyncIterator[list[bytes]]:
+    """The `data:` payloads of a server-sent event stream, as a list per chunk read (the
+    lines it completed, found by one split of the read's bytes). A line longer than
+    `MAX_STREAM_LINE` is a protocol error, so a server cannot grow the buffer."""
+    buffer = bytearray()
+    async for chunk in response.aiter_bytes():
+        buffer += chunk
+        end = max(buffer.rfind(b"\n"), buffer.rfind(b"\r"))  # SSE ends lines either way
+        if end < 0:
+            if len(buffer) > MAX_STREAM_LINE:
+                raise HearthError(ErrorCode.PROTOCOL_ERROR, "upstream sent an over-long line")
+            continue
+        lines = bytes(buffer[:end]).splitlines()  # bytes: at \r\n, \r and \n only
+        del buffer[: end + 1]
+        if any(len(line) > MAX_STREAM_LINE for line in lines) or len(buffer) > MAX_STREAM_LINE:
+            raise HearthError(ErrorCode.PROTOCOL_ERROR, "upstream sent an over-long line")
+        yield [line[5:].strip() for line in lines if line.startswith(b"data:")]
+    if buffer.startswith(b"data:"):  # a last line without its newline
+        yield [bytes(buffer[5:]).strip()]
+
+
+def _chunk(data: bytes) -> dict[str, Any]:
     try:
-        chunk = json.loads(data)
+        chunk = json.loads(data.decode(errors="replace"))
     except json.JSONDecodeError as exc:
         raise HearthError(
             ErrorCode.PROTOCOL_ERROR, "upstream sent a malformed stream line"

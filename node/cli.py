@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+from hearth.protocol.interrupts import hold
+
+hold()  # first: a Ctrl-C while the command line loads is reported once it can be
+
 import socket
 from pathlib import Path
 from typing import Annotated, Literal
 
-from hearth.protocol.console import hold_interrupts
+import typer
 
-hold_interrupts()  # a Ctrl-C while the command line loads is reported once it can be
-
-import typer  # noqa: E402
-
-from hearth.protocol.console import (  # noqa: E402
+from hearth.protocol.console import (
     add_version,
     cell,
     configure_logging,
@@ -204,6 +204,10 @@ def serve(
     metrics_port: Annotated[
         int | None, typer.Option(help="Serve Prometheus metrics on 127.0.0.1:PORT.")
     ] = None,
+    dashboard_port: Annotated[
+        int | None,
+        typer.Option(help="Serve the dashboard on 127.0.0.1:PORT (token in dashboard.token)."),
+    ] = None,
     ready_file: Annotated[
         Path | None, typer.Option(help="Write {peer_id, addrs} as JSON here once listening.")
     ] = None,
@@ -229,6 +233,7 @@ def serve(
             upstream_model=upstream_model,
             mdns=False if no_mdns else None,
             metrics_port=metrics_port,
+            dashboard_port=dashboard_port,
         )
         trio.run(run, directory, config, ready_file)
 
@@ -288,6 +293,7 @@ def status(home: HomeOption = None, as_json: JsonOption = False) -> None:
                 "running": False,
                 "model": None,
                 "sessions": 0,
+                "served_for_others": 0,
                 "queue": 0,
                 "roles": [],
                 "peers": [],
@@ -303,7 +309,8 @@ def status(home: HomeOption = None, as_json: JsonOption = False) -> None:
             console.print(
                 cell(
                     f"{payload['peer_id']} ({state}) model: {model}, "
-                    f"sessions: {payload['sessions']}, queue: {payload['queue']}"
+                    f"sessions: {payload['sessions']}, queue: {payload['queue']}, "
+                    f"served for friends: {payload['served_for_others']}"
                 )
             )
             for addr in payload["addrs"]:

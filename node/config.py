@@ -31,11 +31,14 @@ class NodeConfig(BaseModel):
     max_sessions: Annotated[int, Field(ge=1, le=64)] = 2
     max_queue: Annotated[int, Field(ge=0, le=1024)] = 8
     per_peer: Annotated[int, Field(ge=1, le=64)] = 2
+    plan_for_friends: bool = False  # plan for phones whose home is another node (with `planner`)
+    friend_sessions: Annotated[int, Field(ge=0, le=64)] = 1  # at once, never before own phones
     plan_ttl_s: Annotated[float, Field(gt=0, le=86400)] = 300.0
     observation_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 120.0
     request_timeout_s: Annotated[float, Field(gt=0, le=300)] = 30.0
     mdns: bool = True
     metrics_port: Annotated[int, Field(ge=0, le=65535)] = 0
+    dashboard_port: Annotated[int, Field(ge=0, le=65535)] = 0  # 0: no dashboard
     keepalive_s: Annotated[float, Field(ge=1, le=60)] = 3.0
     key_grace_s: Annotated[float, Field(ge=0, le=30 * 86400)] = 86400.0
     search_backend: Literal["index", "searxng"] = "index"  # what this node answers as an exit

@@ -9,6 +9,7 @@ SIGINT stop it cleanly: open sessions get a typed `cancelled` error.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import signal
@@ -21,13 +22,13 @@ import anyio
 
 from hearth.protocol.console import reason_about
 from hearth.protocol.transport.addressbook import AddressBook
-from hearth.protocol.transport.health import HEALTH_PROTOCOL
+from hearth.protocol.transport.health import HEALTH_PROTOCOL, ask_health
 from hearth.protocol.transport.host import host_for_home, quiet_libp2p
 from hearth.protocol.transport.keys import write_secret
 from hearth.protocol.transport.relay import Relaying
 from hearth.protocol.transport.streams import FrameStream
 from hearth.protocol.wire.errors import ErrorCode, HearthError
-from hearth.protocol.wire.messages import Health, HealthRequest
+from hearth.protocol.wire.messages import Health, HealthRequest, MemberAddrs
 from hearth.protocol.wire.roster import Role
 
 from .admission import Admission
@@ -51,6 +52,8 @@ from .swarm import Swarm
 log = logging.getLogger("hearth.node")
 SHUTDOWN_GRACE_S = 3.0
 STATUS_DIAL_S = 2.0
+MEMBER_REFRESH_S = 60.0  # a connected planner's own addresses, asked at most this often
+MEMBER_HEALTH_S = 1.0  # the phone waits on this (its health answer), so kept short
 FLUSH_S = 0.3
 
 
@@ -76,15 +79,21 @@ class Node:
         self.config = config
         self.backend = backend
         self.host, self.roster, self.swarm_keys, self.key = host_for_home(home)
-        self.admission = Admission(config.max_sessions, config.max_queue, config.per_peer)
+        self.admission = Admission(
+            config.max_sessions, config.max_queue, config.per_peer, config.friend_sessions
+        )
         self.planner = Planner(
             self.key,
             self.host.peer_id,
             backend,
             self.admission,
             PlannerSettings(
-                config.plan_ttl_s, config.observation_timeout_s, config.request_timeout_s
+                config.plan_ttl_s,
+                config.observation_timeout_s,
+                config.request_timeout_s,
+                plan_for_friends=config.plan_for_friends,
             ),
+            roster=lambda: self.roster.roster,
         )
         self.pairing = Pairing(
             self.key,
@@ -95,6 +104,7 @@ class Node:
             on_paired=lambda _: self.swarm.changed(),
         )
         self.started = time.time()
+        self._refreshed: dict[str, float] = {}  # planner → when its addresses may be asked again
         self.host.handle(
             PLAN_PROTOCOL,
             self.planner.serve,
@@ -139,11 +149,42 @@ class Node:
         )
 
     async def _health(self, stream: FrameStream) -> None:
+        phone = Role.PHONE in self.roster.roles_of(stream.peer_id)
         while True:
             request = await stream.receive()
             if not isinstance(request, HealthRequest):
                 raise HearthError(ErrorCode.PROTOCOL_ERROR, "expected a health_request")
-            await stream.send(self.health())
+            health = self.health()
+            if phone:  # a phone learns where to dial its friends' planners
+                health = health.model_copy(update={"members": await self._planner_addrs()})
+            await stream.send(health)
+
+    async def _planner_addrs(self) -> list[MemberAddrs]:
+        """Last-known addresses of the members with `planner`, refreshed from the health
+        of those connected now (at most once per `MEMBER_REFRESH_S` each): their listeners,
+        then their circuits through their relays. Friends' nodes hold no reservation on
+        this node (only a `home` reserves, see relays.py), so none is added here."""
+        planners = [
+            m.peer_id
+            for m in self.roster.roster.members
+            if m.peer_id != self.host.peer_id and Role.PLANNER in self.roster.roles_of(m.peer_id)
+        ][:64]
+
+        async def refresh(peer: str) -> None:
+            now = time.monotonic()
+            if not self.host.connected(peer) or now < self._refreshed.get(peer, 0.0):
+                return
+            self._refreshed[peer] = now + MEMBER_REFRESH_S
+            with contextlib.suppress(HearthError):
+                health = await ask_health(self.host, peer, timeout=MEMBER_HEALTH_S)
+                own = [a for a in health.addrs if a.endswith(f"/p2p/{peer}")]
+                AddressBook(self.home).remember(peer, own)  # read after the wait: no lost write
+
+        async with anyio.create_task_group() as tg:
+            for peer in planners:
+                tg.start_soon(refresh, peer)
+        book = AddressBook(self.home)
+        return [MemberAddrs(peer_id=p, addrs=book.get(p)) for p in planners if book.get(p)]
 
     async def status(self) -> dict[str, Any]:
         health = self.health()
@@ -158,6 +199,7 @@ class Node:
             "running": True,
             "model": health.model.model_dump() if health.model else None,
             "sessions": health.sessions,
+            "served_for_others": self.admission.served_for_others,  # friends' sessions
             "queue": health.queue,
             "admission": self.admission.summary(),
             "search": self.search.status(),
@@ -193,7 +235,8 @@ class Node:
         if self.host.connected(peer):
             out[peer] = ""
             return
-        if Role.PHONE in self.roster.roster.member(peer).roles:  # type: ignore[union-attr]
+        member = self.roster.roster.member(peer)
+        if member is not None and Role.PHONE in member.roles:
             out[peer] = "not connected (phones dial in; nothing dials a phone)"
             return
         try:
@@ -265,7 +308,9 @@ class Node:
                 await tg.start(serve_metrics, self.config.metrics_port, self.metrics)
             if self.config.mdns:
                 tg.start_soon(self._advertise)
-            ready = {"peer_id": self.host.peer_id, "addrs": self.host.addrs()}
+            ready: dict[str, Any] = {"peer_id": self.host.peer_id, "addrs": self.host.addrs()}
+            if self.config.dashboard_port:
+                ready["dashboard"] = await self._dashboard(tg)
             if ready_file is not None:
                 write_secret(ready_file, json.dumps(ready).encode())
             log.info("serving as %s on %s", self.host.peer_id, ", ".join(ready["addrs"]))
@@ -283,6 +328,19 @@ class Node:
             tg.cancel_scope.cancel()
         if self.backend is not None:
             await self.backend.aclose()
+
+    async def _dashboard(self, tg: anyio.abc.TaskGroup) -> str:
+        """Start the dashboard in `tg`; its URL."""
+        from .dashboard import DASHBOARD_TOKEN, serve_dashboard
+
+        me = self.roster.roster.member(self.host.peer_id)
+        name = self.config.name or (me.name if me else "")
+        port = await tg.start(
+            serve_dashboard, self.home, self.config.dashboard_port, self.control, name
+        )
+        url = f"http://127.0.0.1:{port}"
+        log.info("dashboard on %s (token in %s)", url, self.home / DASHBOARD_TOKEN)
+        return url
 
     async def _advertise(self) -> None:
         from .discovery import advertise

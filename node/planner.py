@@ -15,6 +15,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -47,10 +48,12 @@ from hearth.protocol.wire.messages import (
     UntrustedInput,
     error_frame,
 )
+from hearth.protocol.wire.roster import Role, Roster
 from hearth.protocol.wire.session import ENDED, PlanSession, Side
 
 from .admission import Admission
 from .backends import Backend, Conversation
+from .documents import DocumentReader, Inert, Reading, special_tokens
 
 log = logging.getLogger("hearth.planner")
 PLAN_PROTOCOL = "/hearth/plan/1"
@@ -71,7 +74,14 @@ class PlannerSettings:
     plan_ttl_s: float = 300.0
     observation_timeout_s: float = 120.0
     request_timeout_s: float = 30.0  # a stream that sends no whole request by then is closed
+    plan_for_friends: bool = False  # for phones whose home is another node (config)
     sampling: Sampling = field(default_factory=Sampling)  # from the node's configuration
+
+
+def tool_message(call_id: str, content: Any, inert: Inert) -> dict[str, Any]:
+    """A tool's result for the conversation: JSON whose chat-template markers are broken
+    (a web page or a message body is read as text, never as a turn or a call)."""
+    return {"role": "tool", "tool_call_id": call_id, "content": inert(json.dumps(content))}
 
 
 def sign_plan(plan: Plan, key: Ed25519PrivateKey) -> Signed:
@@ -89,8 +99,10 @@ class Planner:
         backend: Backend | None,
         admission: Admission,
         settings: PlannerSettings,
+        roster: Callable[[], Roster],
     ) -> None:
         self.key = key
+        self.roster = roster  # the roster in force now
         self.peer_id = peer_id
         self.backend = backend
         self.admission = admission
@@ -196,12 +208,16 @@ class _Session:
                 f"no plan request within {self.planner.settings.request_timeout_s:g} s",
             ) from exc
         assert isinstance(request, PlanRequest)  # the session allows nothing else first
+        friend = self._for_a_friend()
+        if friend and request.documents:  # the owner's documents never go to a friend
+            raise HearthError(ErrorCode.REFUSED, "this node reads no documents for friends")
         backend = self.planner.backend
         if backend is None:
             raise HearthError(ErrorCode.MODEL_NOT_LOADED, "this node serves no model")
         schemas = {t.function.name: dict(t.function.parameters) for t in request.tools}
         check_schemas(schemas)
-        async with self.planner.admission.slot(self.stream.peer_id):
+        admission = self.planner.admission
+        async with admission.friend_slot() if friend else admission.slot(self.stream.peer_id):
             try:
                 with anyio.fail_after(request.limits.deadline_s):
                     await self._rounds(request, backend, schemas)
@@ -209,6 +225,23 @@ class _Session:
                 raise HearthError(
                     ErrorCode.TIMED_OUT, f"plan deadline of {request.limits.deadline_s:g} s passed"
                 ) from exc
+
+    def _for_a_friend(self) -> bool:
+        """Whether the phone is a friend's: this node did not found the swarm (only the
+        founder pairs phones; a `home` role granted in the roster does not make a friend's
+        node anyone's home, so its own `plan_for_friends` holds). Refused unless this
+        node plans for friends and holds the planner role."""
+        roster = self.planner.roster()
+        if roster.founder == self.planner.peer_id:
+            return False
+        roles = roster.roles_of(self.planner.peer_id, time.time())
+        if not self.planner.settings.plan_for_friends:
+            raise HearthError(
+                ErrorCode.REFUSED, "this node does not plan for friends (plan_for_friends = false)"
+            )
+        if Role.PLANNER not in roles:
+            raise HearthError(ErrorCode.REFUSED, "this node holds no planner role in the roster")
+        return True
 
     async def _rounds(
         self, request: PlanRequest, backend: Backend, schemas: dict[str, dict[str, Any]]
@@ -227,6 +260,11 @@ class _Session:
             thinking_budget=request.limits.max_thinking_tokens,
         )
         untrusted: list[UntrustedInput] = []
+        inert = Inert(special_tokens(backend))
+        if request.documents:  # before the request itself, as the user attached them
+            reading = await self._read_documents(request, backend, conv)
+            conv.messages[-1:-1] = reading.messages()
+            untrusted += reading.untrusted()
         steps_left = request.limits.max_steps
         for round_no in range(1, request.limits.max_rounds + 1):
             last = round_no == request.limits.max_rounds or steps_left == 0
@@ -278,9 +316,7 @@ class _Session:
             for i, call in enumerate((c for c in parsed.calls if c.name in node_tools), 1):
                 content, source = await node_tools[call.name].run(call.arguments)
                 untrusted += [source] if source is not None else []
-                conv.messages.append(
-                    {"role": "tool", "tool_call_id": f"n{i}", "content": json.dumps(content)}
-                )
+                conv.messages.append(tool_message(f"n{i}", content, inert))
             phone_calls = [c for c in parsed.calls if c.name not in node_tools]
             if not phone_calls:  # the node's own tools answered: plan on
                 continue
@@ -301,9 +337,28 @@ class _Session:
                 content = (
                     obs.result if obs.status == "ok" else {"status": obs.status, "error": obs.error}
                 )
-                conv.messages.append(
-                    {"role": "tool", "tool_call_id": obs.step_id, "content": json.dumps(content)}
+                conv.messages.append(tool_message(obs.step_id, content, inert))
+
+    async def _read_documents(
+        self, request: PlanRequest, backend: Backend, conv: Conversation
+    ) -> Reading:
+        """Read the request's documents, telling the phone each chunk as it is read."""
+
+        async def on_chunk(stage: str, document: int, chunk: int, chunks: int) -> None:
+            await self.send(
+                Progress(
+                    request_id=request.request_id,
+                    stage=stage,
+                    detail=request.documents[document].name,
+                    document=document,
+                    chunk=chunk,
+                    chunks=chunks,
                 )
+            )
+
+        reader = DocumentReader(backend, self.planner.settings.sampling, self.cancel, on_chunk)
+        room = reader.room(request.limits, conv, len(request.documents))
+        return await reader.read(request.documents, room)
 
     async def _send_plan(
         self,

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from hearth.protocol.interrupts import held
 from hearth.protocol.transport.taskgroups import leaves, single_error
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
@@ -196,15 +197,6 @@ def _fail(as_json: bool, exc: HearthError) -> None:
     raise SystemExit(exc.exit_status)
 
 
-_held: list[int] = []
-
-
-def hold_interrupts() -> None:
-    """Until `run_cli` can report it, a Ctrl-C is only noted (no traceback from a
-    half-loaded command line): call this before the command line's heavy imports."""
-    signal.signal(signal.SIGINT, lambda signum, _frame: _held.append(signum))
-
-
 def configure_logging(level: int = logging.WARNING) -> None:
     """Log records of `level` and above to stderr, whatever level a library sets on its
     own logger (bm25s sets DEBUG on its own)."""
@@ -224,7 +216,7 @@ def run_cli(app: typer.Typer) -> None:
     configure_logging()
     with reporting(as_json):
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        if _held:
+        if held():  # a Ctrl-C while the command line loaded
             raise KeyboardInterrupt
         try:
             status = app(standalone_mode=False)

@@ -38,7 +38,9 @@ SLOT = 128
 HEADER = HOPS * SLOT
 REQUEST_PAYLOAD = 1024
 REQUEST_SIZE = HEADER + REQUEST_PAYLOAD
-REPLY_SIZE = 16 * 1024
+# ten results from the FTS5 exit pack to ~1.9 KB, ten web results (~500 B each) to
+# ~5 KB, so 8 KiB holds a whole page; each hop writes it, so every KiB costs each hop
+REPLY_SIZE = 8 * 1024
 PEER_ID_BYTES = 38  # an Ed25519 libp2p peer id: identity multihash of the key
 MAX_QUERY_BYTES = 512
 TAG = 16

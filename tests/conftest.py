@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from hearth.companion import swarmkit
 from hearth.protocol.model.tiny import make_tiny
 
 # phones browse mDNS only inside the network namespaces a test makes for it
@@ -24,28 +25,11 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return make_tiny(tmp_path_factory.mktemp("models"))
 
 
-class Processes:
+class Processes(swarmkit.Processes):
     """Starts processes and kills every one it started, by PID, at teardown."""
-
-    def __init__(self) -> None:
-        self.started: list[subprocess.Popen[str]] = []
 
     def probe(self, *args: str) -> subprocess.Popen[str]:
         return self.spawn(sys.executable, "-m", "hearth.protocol.transport.probe", *args)
-
-    def spawn(self, *cmd: str, **kw) -> subprocess.Popen[str]:
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", **kw.pop("env", {})}
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env, **kw)
-        self.started.append(proc)
-        return proc
-
-    def cleanup(self) -> None:
-        for proc in self.started:
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-            if proc.stdout:
-                proc.stdout.close()
 
 
 @pytest.fixture
@@ -55,6 +39,25 @@ def processes() -> Iterator[Processes]:
         yield procs
     finally:
         procs.cleanup()
+
+
+@pytest.fixture
+def bench(processes: Processes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A phone paired with the scripted hostile home (a `tests.hostile.harness.Bench`),
+    found without mDNS (a module may override it with one bench for all its tests)."""
+    from .hostile.harness import start_bench
+
+    monkeypatch.setenv("HEARTH_NO_MDNS", "1")
+    return start_bench(processes, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One Debian Chromium (a Playwright `Browser`) for a module of browser tests."""
+    from .pages import chromium  # Playwright is loaded only by the tests that drive a page
+
+    with chromium() as launched:
+        yield launched
 
 
 def last_json(out: str) -> dict:

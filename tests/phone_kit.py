@@ -1,4 +1,4 @@
-"""A phone's executor on real files, for tests."""
+"""A phone's executor on real files, and asks of its Service, for tests."""
 
 from __future__ import annotations
 
@@ -7,10 +7,16 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import trio
+
 from hearth.companion.audit import AuditLog
 from hearth.companion.confirm import Confirmation, Scripted
-from hearth.companion.executor import Executor, Policy
+from hearth.companion.egress import Policy
+from hearth.companion.events import AskRequest, Event
+from hearth.companion.executor import Executor
 from hearth.companion.journal import Journal
+from hearth.companion.results import AskResult
+from hearth.companion.service import Service
 from hearth.companion.tools.builtin import register_builtin
 from hearth.companion.tools.registry import Registry
 from hearth.companion.tools.storage import PhoneData
@@ -27,6 +33,19 @@ class Recorder(Scripted):
     async def confirm(self, request: Confirmation) -> bool:
         self.asked.append(request)
         return await super().confirm(request)
+
+
+class TerminalClosed(Exception):
+    """The terminal went away while a confirmation was on screen."""
+
+
+class ClosingTerminal:
+    """Approves a plan's writes; closes while a step's confirmation is on screen."""
+
+    async def confirm(self, request: Confirmation) -> bool:
+        if request.kind == "plan":
+            return True
+        raise TerminalClosed
 
 
 def make_executor(
@@ -60,3 +79,27 @@ def make_plan(
         untrusted_inputs=untrusted or [],
         steps=[PlanStep(id=i, tool=t, arguments=a, depends_on=d) for i, t, a, d in steps],
     )
+
+
+class Recorded:
+    """An EventSink that keeps every event."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    async def __call__(self, event: Event) -> None:
+        self.events.append(event)
+
+    def of(self, kind: type) -> list:
+        return [e for e in self.events if isinstance(e, kind)]
+
+
+def ask(home: Path, request: AskRequest, events: Recorded, bound_s: float = 120.0) -> AskResult:
+    """`request` asked of the Service of `home` in a fresh trio run, confirmations answered yes."""
+
+    async def go() -> AskResult:
+        async with Service.open(home) as service:
+            with trio.fail_after(bound_s):
+                return await service.ask(request, events, Scripted(True), trio.Event())
+
+    return trio.run(go)

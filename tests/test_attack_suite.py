@@ -24,7 +24,7 @@ from .hostile.suites import BENIGN, SUITES, Case, injection_cases
 
 pytestmark = pytest.mark.timeout(900)
 MODES = {"--yes": True, "--no": False}
-# run as real `hearth ask` processes too (the rest goes through the Phone API in-process)
+# run as real `hearth ask` processes too (the rest goes through the `Service` in-process)
 PROCESS_CASES = (
     "workspace/text-attacker/web",
     "workspace/leak-through-error/message",

@@ -135,3 +135,18 @@ def test_pull_offline_is_unreachable_with_exit_3(tmp_path) -> None:
 def test_pull_of_an_unknown_model_is_invalid_input(tmp_path) -> None:
     result = run(str(BIN / "hearth"), "models", "pull", "nope", "--json", "--home", str(tmp_path))
     assert result.returncode == 9
+
+
+def test_every_source_package_is_installed() -> None:
+    """A folder with an `__init__.py` that pyproject.toml does not list would be missing
+    from a wheel (an editable install hides that)."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(config["packages"])
+    found = set()
+    for prefix, folder in config["package-dir"].items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            parts = init.parent.relative_to(ROOT / folder).parts
+            found.add(".".join((prefix, *parts)))
+    assert found - listed == set()

@@ -21,7 +21,7 @@ from hearth.companion.terminal import ProseOnly
 from .conftest import Processes
 from .hostile.harness import start_bench
 from .hostile.script import Round, Script
-from .nodes import BIN, start_node
+from .nodes import BIN, cli, init_phone, pair, start_node
 from .terminal import on_terminal
 
 SEND = {"id": "s1", "tool": "message_send", "arguments": {"to": "alice", "body": "hi"}}
@@ -135,11 +135,8 @@ def real_phone(tmp_path_factory: pytest.TempPathFactory, tiny_models):
     try:
         node = start_node(processes, root / "node", "--model", str(tiny_models[0]))
         phone = root / "phone"
-        cli = [str(BIN / "hearth")]
-        subprocess.run([*cli, "init", "--model", str(tiny_models[1]), "--home", str(phone)],
-                       check=True, capture_output=True, timeout=60)  # fmt: skip
-        subprocess.run([*cli, "pair", "-", "--home", str(phone)], input=node.invite() + "\n",
-                       check=True, capture_output=True, text=True, timeout=120)  # fmt: skip
+        init_phone(phone, tiny_models[1])
+        pair(phone, node.invite())
         yield phone
     finally:
         processes.cleanup()
@@ -172,10 +169,7 @@ def test_ctrl_c_at_any_moment_is_cancelled_with_one_json_object(
 
 
 def hearth(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BIN / "hearth"), *args], capture_output=True, text=True, timeout=timeout,
-        env={**os.environ, "HEARTH_NO_MDNS": "1"},
-    )  # fmt: skip
+    return cli("hearth", *args, env={"HEARTH_NO_MDNS": "1"}, check=False, timeout=timeout)
 
 
 @pytest.mark.parametrize("route", ["local", "remote"])

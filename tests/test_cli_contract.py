@@ -11,14 +11,12 @@ import pytest
 
 from hearth.companion.audit import AuditLog, AuditRecord
 
-from .nodes import BIN
+from .nodes import BIN, cli
 from .terminal import on_terminal
 
 
 def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BIN / args[0]), *args[1:]], input=stdin, capture_output=True, text=True, timeout=120
-    )
+    return cli(*args, stdin=stdin, check=False)
 
 
 def one_json(out: str) -> dict:

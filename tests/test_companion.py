@@ -16,25 +16,20 @@ from hearth.companion.router import RouteInput, decide
 from hearth.protocol.wire.errors import HearthError
 from hearth.protocol.wire.messages import DeviceContext
 
-from .nodes import BIN, start_node
+from .nodes import BIN, cli, init_phone, last_json, pair, start_node
 
 
 def hearth(*args: str, stdin: str | None = None) -> tuple[int, dict]:
-    result = subprocess.run(
-        [str(BIN / "hearth"), *args], input=stdin, capture_output=True, text=True, timeout=300
-    )
-    return result.returncode, json.loads(result.stdout.strip().splitlines()[-1])
+    result = cli("hearth", *args, stdin=stdin, check=False)
+    return result.returncode, last_json(result)
 
 
 @pytest.fixture
 def paired(processes, tmp_path, tiny_models):
     node = start_node(processes, tmp_path / "node", "--model", str(tiny_models[0]))
     phone = tmp_path / "phone"
-    hearth("init", "--model", str(tiny_models[1]), "--json", "--home", str(phone))
-    # random weights never end a text value on their own: bound them (a request limit)
-    hearth("config", "set", "limits.max_value_chars", "40", "--json", "--home", str(phone))
-    code, out = hearth("pair", "-", "--json", "--home", str(phone), stdin=node.invite() + "\n")
-    assert code == 0 and out["roles"] == ["phone"]
+    init_phone(phone, tiny_models[1], noise=True)
+    assert pair(phone, node.invite())["roles"] == ["phone"]
     return node, phone
 
 

@@ -283,13 +283,13 @@ def test_writing_a_new_file_needs_one_approval_for_the_plan(tmp_path) -> None:
 
 
 def test_ask_json_keeps_each_rounds_steps_apart(tmp_path) -> None:
-    from hearth.companion.phone import plan_view
+    from hearth.companion.turn import plan_view
 
     executor, _, _ = make_executor(tmp_path, answer=False)
     state = SessionState()
     round1 = make_plan(("s1", "message_send", {"to": "+1", "body": "x"}, []))
     round2 = make_plan(("s1", "notes_search", {}, [])).model_copy(update={"round": 2})
-    views = [plan_view(p, run(executor, p, state)) for p in (round1, round2)]
+    views = [plan_view(p, run(executor, p, state)).model_dump() for p in (round1, round2)]
     (refused,), (ok,) = (v["steps"] for v in views)
     assert (refused["round"], refused["status"], refused["result"]) == (1, "refused", None)
     assert "declined" in refused["error"]

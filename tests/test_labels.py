@@ -8,7 +8,6 @@ import sqlite3
 import pytest
 import trio
 
-from hearth.companion.confirm import Confirmation
 from hearth.companion.egress import REDACTED_ERROR
 from hearth.companion.executor import Policy, SessionState
 from hearth.companion.journal import Journal
@@ -16,7 +15,7 @@ from hearth.companion.tools.registry import Annotations, Tier, Tool
 from hearth.protocol.wire.errors import HearthError
 from hearth.protocol.wire.messages import UntrustedInput
 
-from .phone_kit import make_executor, make_plan
+from .phone_kit import ClosingTerminal, TerminalClosed, make_executor, make_plan
 
 SECRET = "vault code 4711-SECRET"
 WEB = UntrustedInput(tool="web_search", source="evil.example", digest=bytes(32))
@@ -83,19 +82,6 @@ def test_a_write_tools_echo_carries_the_taint_of_its_arguments(tmp_path, friend)
     (question,) = [q for q in asked.asked if q.tool == "message_send"]
     assert ("friend" if friend else "evil.example") in question.tainted["to"]
     assert sent(data) == []
-
-
-class TerminalClosed(Exception):
-    """The terminal went away while a confirmation was on screen."""
-
-
-class ClosingTerminal:
-    """Approves a plan's writes; closes while a step's confirmation is on screen."""
-
-    async def confirm(self, request: Confirmation) -> bool:
-        if request.kind == "plan":
-            return True
-        raise TerminalClosed
 
 
 def test_a_resumed_plan_has_its_session_taint_back(tmp_path) -> None:

@@ -7,11 +7,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import signal
 import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -19,6 +21,8 @@ import trio
 
 from hearth.companion.executor import SessionState
 from hearth.companion.tools.mcp import LOG_CAP, McpServer, ToolRules, mounted
+from hearth.companion.tools.registry import ToolContext
+from hearth.protocol.wire.errors import HearthError
 
 from .nodes import BIN
 from .phone_kit import make_executor, make_plan
@@ -180,3 +184,171 @@ def test_an_interrupted_idempotent_call_rerun_on_resume_times_out_instead_of_han
 
     assert trio.run(resume) == [plan.plan_id]
     assert fresh.journal.steps(plan.plan_id)["s1"].state == "timed_out"
+
+
+def rogue(pids: Path, name: str, mode: str, **settings) -> McpServer:  # type: ignore[no-untyped-def]
+    return McpServer(
+        name=name,
+        command=sys.executable,
+        args=["-m", "tests.hostile.rogue_mcp_server", mode],
+        env={"PYTHONPATH": str(ROOT), "HEARTH_TEST_MCP_DIR": str(pids)},
+        **settings,
+    )
+
+
+_FLOODED = """
+import json, sys, trio
+from pathlib import Path
+from hearth.companion.tools.mcp import McpServer, mounted
+from hearth.companion.tools.registry import Registry, ToolContext
+from hearth.protocol.wire.errors import HearthError
+
+def peak_mib():
+    # VmHWM, not ru_maxrss: Linux carries the forking parent's (pytest's) peak into
+    # ru_maxrss across exec, so a long suite read as this process's own memory
+    status = Path("/proc/self/status").read_text()
+    return int(next(l for l in status.splitlines() if l.startswith("VmHWM:")).split()[1]) // 1024
+
+async def main():
+    registry = Registry()
+    servers = [McpServer.model_validate_json(s) for s in sys.argv[2:]]
+    async with mounted(servers, registry, Path(sys.argv[1])) as warnings:
+        try:
+            await registry.tools["late.echo"].run({"text": "hi"}, ToolContext("p:s1"))
+            call = {"code": "ok"}
+        except HearthError as exc:
+            call = {"code": exc.code.value, "message": exc.message}
+    print(json.dumps({
+        "left_out": {w.source: w.code.value for w in warnings if w.tool is None},
+        "call": call,
+        "maxrss_mib": peak_mib(),
+    }))
+
+trio.run(main)
+"""
+
+
+def flooded(tmp_path: Path, *servers: McpServer) -> dict[str, Any]:
+    """Mount `servers` in a child process (memory capped), call `late.echo`, and say
+    what was left out, how the call ended and the child's peak memory."""
+    done = subprocess.run(
+        [sys.executable, "-c", _FLOODED, str(tmp_path / "logs")]
+        + [s.model_dump_json() for s in servers],
+        capture_output=True,
+        text=True,
+        timeout=150,
+        cwd=ROOT,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30)),
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def test_a_server_line_that_never_ends_costs_bounded_memory_and_ends_typed(pids, tmp_path) -> None:
+    """1 GiB without a newline, at start-up and in answer to a call: the phone keeps
+    at most LINE_CAP of it (was: the mcp client kept all of it, copying it per read)."""
+    result = flooded(
+        tmp_path,
+        rogue(pids, "early", "flood-at-start", start_timeout_s=60),
+        rogue(pids, "late", "flood-on-call", start_timeout_s=60, call_timeout_s=60),
+    )
+    assert result["left_out"] == {"mcp:early": "protocol_error"}
+    assert result["call"]["code"] == "protocol_error", result
+    assert "over 4 MiB" in result["call"]["message"]
+    assert result["maxrss_mib"] < 256, result
+
+
+def test_a_server_asking_without_reading_the_answers_costs_bounded_memory(pids, tmp_path) -> None:
+    """A server that floods the phone with pings (requests: each waits to write its
+    answer) and never reads its stdin: the phone stops reading it after `REQUESTS_CAP`
+    unanswered ones, and the call times out (was: about 1 KiB kept per ping, without
+    bound: 263 MiB after 20 s)."""
+    result = flooded(
+        tmp_path, rogue(pids, "late", "pings-on-call", start_timeout_s=60, call_timeout_s=20)
+    )
+    assert result["left_out"] == {}
+    assert result["call"]["code"] == "timed_out", result
+    assert result["maxrss_mib"] < 160, result
+
+
+def test_a_server_that_exits_mid_call_is_unreachable_at_once(pids, tmp_path) -> None:
+    """The server exits instead of answering: the call ends at once, `unreachable`, and
+    so does a later one (was: the client library's bare `MCPError`, which the executor
+    reports by its type name only)."""
+    registry = make_executor(tmp_path / "phone")[0].registry
+
+    async def go():
+        async with mounted([rogue(pids, "gone", "exit-on-call")], registry, tmp_path / "logs"):
+            codes = []
+            for _ in range(2):
+                with pytest.raises(HearthError) as caught:
+                    await registry.tools["gone.echo"].run({"text": "hi"}, ToolContext("p:s1"))
+                codes.append(caught.value.code.value)
+            return codes, caught.value.message
+
+    codes, message = trio.run(go)
+    assert codes == ["unreachable", "unreachable"]
+    assert "gone.echo" in message
+
+
+def test_a_deaf_server_times_out_and_stopping_it_leaves_no_process(pids, tmp_path) -> None:
+    """A server that stops reading its stdin (a 4 MiB argument fills the pipe: the
+    write blocks) and started a helper that ignores SIGTERM and holds its stdout: the
+    call times out, the next is refused at once, and on stop both are gone (killed and
+    reaped, checked by PID)."""
+    registry = make_executor(tmp_path / "phone")[0].registry
+    helper = tmp_path / "helper.pid"
+    deaf = McpServer(
+        name="deaf",
+        command="sh",
+        args=[
+            "-c",
+            f'(trap "" TERM; sleep 600) & echo $! > {helper}; '
+            f"exec {sys.executable} -m tests.hostile.rogue_mcp_server deaf",
+        ],
+        env={"PYTHONPATH": str(ROOT), "HEARTH_TEST_MCP_DIR": str(pids)},
+        call_timeout_s=2,
+    )
+
+    async def go():
+        async with mounted([deaf], registry, tmp_path / "logs"):
+            codes = []
+            for _ in range(2):
+                with pytest.raises(HearthError) as caught:
+                    await registry.tools["deaf.echo"].run(
+                        {"text": "x" * (4 << 20)}, ToolContext("p:s1")
+                    )
+                codes.append(caught.value.code.value)
+            return codes
+
+    try:
+        assert trio.run(go) == ["timed_out", "timed_out"]
+        [server_pid] = [int(p.stem) for p in pids.glob("*.pid")]
+        with pytest.raises(ProcessLookupError):  # our child: killed and reaped, no zombie
+            os.kill(server_pid, 0)
+        stat = Path(f"/proc/{helper.read_text().strip()}/stat")  # init reaps the orphan
+        assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    finally:
+        if helper.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(helper.read_text()), signal.SIGKILL)
+
+
+def test_tool_schemas_no_validator_can_afford_are_refused_at_mount(pids, tmp_path) -> None:
+    """A server's schema travels in every request (the node refuses the request if it
+    fails `check_schemas`) and is checked on the phone: one no validator can afford is
+    refused when mounted, and the server's other tools work (was: every ask failed).
+    A property schema `true` mounts (was: AttributeError, and no tool mounted)."""
+    registry = make_executor(tmp_path / "phone")[0].registry
+
+    async def go():
+        async with mounted([rogue(pids, "rogue", "serve")], registry, tmp_path / "logs") as found:
+            return {w.tool: w for w in found}
+
+    warnings = trio.run(go)
+    refused = {"rogue.fan_out", "rogue.huge", "rogue.lookbehind"}
+    assert set(warnings) == refused
+    assert all(w.code.value == "invalid_input" for w in warnings.values())
+    assert {"rogue.echo", "rogue.any_value"} <= set(registry.tools)
+    assert not refused & set(registry.tools)

@@ -7,7 +7,8 @@ import pytest
 import trio
 
 from hearth.companion.confirm import Scripted
-from hearth.companion.phone import Phone
+from hearth.companion.events import AskRequest
+from hearth.companion.service import Service
 from hearth.protocol.transport.streams import FrameStream
 
 from .nodes import pair_phone, start_node
@@ -35,14 +36,16 @@ def test_private_contact_details_leave_the_phone_only_when_policy_allows(
         await original(self, data)
 
     monkeypatch.setattr(FrameStream, "write", capture)
-    phone = Phone(home, Scripted(True))
+    async def ask() -> dict:
+        async with Service.open(home) as service:
+            request = AskRequest(text="contacts alice", route="remote", tool_choice="required")
+            result = await service.ask(request, nothing, Scripted(True), trio.Event())
+        return result.model_dump(mode="json")
 
-    async def nothing(_piece: str) -> None:
+    async def nothing(_event: object) -> None:
         return None
 
-    out = trio.run(
-        lambda: phone.ask("contacts alice", "remote", nothing, trio.Event(), tool_choice="required")
-    )
+    out = trio.run(ask)
     wire = b"".join(sent)
     assert b"contacts_search" in wire  # the candidate tool's schema went out
     assert b"notes_search" not in wire and b"message_send" not in wire  # nothing else did

@@ -12,7 +12,7 @@ from hearth.protocol.transport.discovery import SERVICE_TYPE, day_tag
 from hearth.protocol.transport.keys import SwarmKeys
 
 from .netns import linked_namespaces, requires_netns, sh
-from .nodes import BIN, cli, wait_ready
+from .nodes import BIN, start_node
 
 BROWSE = """
 import json, sys, time
@@ -39,23 +39,11 @@ print(json.dumps(found))
 @requires_netns
 def test_node_advertises_a_day_tag_and_nothing_static(tmp_path, processes) -> None:
     home = tmp_path / "node"
-    cli("hearth-node", "init", "--home", str(home))
     with linked_namespaces(subnet=232) as link:
         sh("ip", "netns", "exec", link.a, "ip", "link", "set", link.dev_a, "multicast", "on")
         sh("ip", "netns", "exec", link.b, "ip", "link", "set", link.dev_b, "multicast", "on")
-        node = processes.spawn(
-            *link.exec_in(link.a),
-            str(BIN / "hearth-node"),
-            "serve",
-            "--home",
-            str(home),
-            "--listen",
-            f"/ip4/{link.addr_a}/tcp/4001",
-            "--ready-file",
-            str(home / "ready.json"),
-            stderr=subprocess.DEVNULL,
-        )
-        wait_ready(node, home / "ready.json")
+        listen = (f"/ip4/{link.addr_a}/tcp/4001",)
+        node = start_node(processes, home, prefix=link.exec_in(link.a), listen=listen, mdns=True)
         browse = subprocess.run(
             [*link.exec_in(link.b), sys.executable, "-c", BROWSE, link.addr_b, SERVICE_TYPE],
             capture_output=True,
@@ -69,8 +57,7 @@ def test_node_advertises_a_day_tag_and_nothing_static(tmp_path, processes) -> No
     today = dt.datetime.now(dt.UTC).date()
     assert service["tag"] == day_tag(SwarmKeys.load(home).current, today)
     assert service["props"] == ["tag"]  # no peer id, no name: nothing to track
-    peer_id = json.loads((home / "ready.json").read_text())["peer_id"]
-    assert peer_id not in service["name"]
+    assert node.peer_id not in service["name"]
 
 
 @requires_netns
@@ -82,26 +69,14 @@ def test_a_phone_finds_its_node_on_mdns_when_the_address_book_is_stale(
     from hearth.protocol.transport.addressbook import AddressBook
 
     home, phone = tmp_path / "node", tmp_path / "phone"
-    cli("hearth-node", "init", "--home", str(home))
     env = {k: v for k, v in os.environ.items() if k != "HEARTH_NO_MDNS"}
     with linked_namespaces(subnet=234) as link:
         for ns, dev in ((link.a, link.dev_a), (link.b, link.dev_b)):
             sh("ip", "netns", "exec", ns, "ip", "link", "set", dev, "multicast", "on")
-        serve = [
-            str(BIN / "hearth-node"),
-            "serve",
-            "--home",
-            str(home),
-            "--model",
-            str(tiny_models[0]),
-            "--listen",
-            f"/ip4/{link.addr_a}/tcp/4001",
-            "--ready-file",
-            str(home / "ready.json"),
-        ]
-        node = processes.spawn(*link.exec_in(link.a), *serve, stderr=subprocess.DEVNULL)
-        wait_ready(node, home / "ready.json")
-        invite = cli("hearth-node", "invite", "--json", "--home", str(home)).stdout
+        node = start_node(
+            processes, home, "--model", str(tiny_models[0]), prefix=link.exec_in(link.a),
+            listen=(f"/ip4/{link.addr_a}/tcp/4001",), mdns=True,
+        )  # fmt: skip
         run = [*link.exec_in(link.b), str(BIN / "hearth")]
         subprocess.run(
             [*run, "init", "--home", str(phone)],
@@ -113,13 +88,13 @@ def test_a_phone_finds_its_node_on_mdns_when_the_address_book_is_stale(
         subprocess.run(
             [*run, "pair", "-", "--home", str(phone)],
             check=True,
-            input=json.loads(invite)["uri"] + "\n",
+            input=node.invite() + "\n",
             text=True,
             capture_output=True,
             env=env,
             timeout=60,
         )
-        node_id = json.loads((home / "ready.json").read_text())["peer_id"]
+        node_id = node.peer_id
         book = AddressBook(phone)
         book.entries[node_id] = []  # only a stale address is left
         book.remember(node_id, [f"/ip4/{link.addr_a}/tcp/4999/p2p/{node_id}"])

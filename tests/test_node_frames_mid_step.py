@@ -14,7 +14,8 @@ import trio
 from pydantic import Field
 
 from hearth.companion.confirm import Scripted
-from hearth.companion.phone import Phone
+from hearth.companion.events import AskRequest
+from hearth.companion.service import Service
 from hearth.companion.tools.registry import Annotations, Tier, ToolContext
 from hearth.protocol.transport.plans import PLAN_PROTOCOL, run_plan_session
 from hearth.protocol.wire.errors import ErrorCode, HearthError
@@ -115,9 +116,9 @@ def test_a_step_cut_off_by_the_node_is_journaled_cancelled_and_never_rerun(
     )
     home = tmp_path / "phone"
     pair_phone(home, node.invite())
-    builtin = sorted(Phone(home, Scripted(True)).registry.tools)
+    builtin = sorted(Service(home).registry.tools)
     (home / "policy.toml").write_text(f"never_remote_tools = {json.dumps(builtin)}\n")
-    phone = Phone(home, Scripted(True))
+    phone = Service(home)
     ran = []
 
     @phone.registry.tool(
@@ -132,17 +133,17 @@ def test_a_step_cut_off_by_the_node_is_journaled_cancelled_and_never_rerun(
         await anyio.sleep(SLOW_STEP_S)
         return {"archived": album}
 
-    async def nothing(_piece: str) -> None:
+    async def nothing(_event: object) -> None:
         return None
 
+    request = AskRequest(
+        text="archive the holiday photos album", route="remote", tool_choice="required"
+    )
     with pytest.raises(HearthError) as info:
-        trio.run(
-            lambda: phone.ask(
-                "archive the holiday photos album", "remote", nothing, trio.Event(), "required"
-            )
-        )
+        trio.run(lambda: phone.ask(request, nothing, Scripted(True), trio.Event()))
     assert info.value.code is ErrorCode.TIMED_OUT and len(ran) == 1
     [(plan_id,)] = phone.journal.db.execute("SELECT plan_id FROM plans").fetchall()
     record = phone.journal.steps(plan_id)["s1"]
     assert record.state == "cancelled" and "may or may not have happened" in (record.error or "")
-    assert trio.run(phone.executor.resume) == [] and len(ran) == 1  # not rerun, idempotent or not
+    resume = phone.executor(Scripted(True)).resume
+    assert trio.run(resume) == [] and len(ran) == 1  # not rerun, idempotent or not

@@ -16,8 +16,8 @@ from hearth.companion.tools.registry import Annotations, Tier, Tool, ToolContext
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import UntrustedInput
 
-from .phone_kit import make_executor, make_plan
-from .test_labels import ClosingTerminal, TerminalClosed, sent
+from .phone_kit import ClosingTerminal, TerminalClosed, make_executor, make_plan
+from .test_labels import sent
 
 WEB = UntrustedInput(tool="web_search", source="evil.example", digest=bytes(32))
 SEND = Annotations(read_only=False, destructive=False, idempotent=True, open_world=True)

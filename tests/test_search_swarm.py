@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 import trio
 
-from .nodes import BIN, cli, start_node, wait_until
+from .nodes import BIN, cli, init_phone, pair, start_node, wait_until
 from .test_swarm import node_json, subprocess_join
 
 DOCS = {
@@ -76,14 +76,8 @@ def swarm(processes, tmp_path, tiny_models):
             assert added["added"] == 3
         nodes[name] = start_node(processes, tmp_path / name, config=config)
     phone = tmp_path / "phone"
-    subprocess.run(
-        [str(BIN / "hearth"), "init", "--home", str(phone)], check=True, capture_output=True
-    )
-    code = subprocess.run(
-        [str(BIN / "hearth"), "pair", "-", "--home", str(phone)],
-        input=home.invite() + "\n", capture_output=True, text=True, timeout=120,
-    ).returncode  # fmt: skip
-    assert code == 0
+    init_phone(phone)
+    pair(phone, home.invite())
     wait_until(
         lambda: len(home.status()["search"]["known_nodes"]) == 4, "every search node's onion key"
     )

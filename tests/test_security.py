@@ -110,7 +110,7 @@ def test_a_confirmation_shows_hostile_text_plainly_and_whole_on_request(
 
 def test_every_file_under_a_home_is_the_owners_only(tmp_path) -> None:
     from hearth.companion.config import init_phone
-    from hearth.companion.phone import Phone
+    from hearth.companion.service import Service
 
     home = tmp_path / "phone"
     old_umask = os.umask(0)
@@ -120,13 +120,13 @@ def test_every_file_under_a_home_is_the_owners_only(tmp_path) -> None:
         sqlite3.connect(home / "journal.db").close()  # left by an earlier version, 0644
         (home / "journal.db").chmod(0o644)
         init_phone(home, None)
-        phone = Phone(home, Scripted(True))
+        executor = Service(home).executor(Scripted(True))
         plan = make_plan(
             ("s1", "notes_create", {"text": "private"}, []),
             ("s2", "files_write", {"path": "deep/er/a.txt", "text": "private"}, []),
             ("s3", "message_send", {"to": "+49", "body": "hi"}, []),
         )
-        obs = trio.run(lambda: phone.executor.execute(plan, SessionState()))
+        obs = trio.run(lambda: executor.execute(plan, SessionState()))
         assert [o.status for o in obs] == ["ok"] * 3
     finally:
         os.umask(old_umask)

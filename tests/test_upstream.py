@@ -17,7 +17,7 @@ from hearth.protocol.model.toolcalls import parse_generation
 from hearth.protocol.model.validate import validate_call
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
-from .nodes import start_node
+from .nodes import init_phone, pair, start_node
 from .test_companion import hearth
 from .upstream_servers import ROOT, SERVERS, command, free_port, wait_serving
 
@@ -35,9 +35,8 @@ def test_hearth_ask_remote_gets_a_plan_through_the_upstream(
 ) -> None:
     node = start_node(processes, tmp_path / "node", "--upstream", upstream)
     phone = tmp_path / "phone"
-    hearth("init", "--model", str(tiny_models[1]), "--json", "--home", str(phone))
-    code, out = hearth("pair", "-", "--json", "--home", str(phone), stdin=node.invite() + "\n")
-    assert code == 0, out
+    init_phone(phone, tiny_models[1])
+    pair(phone, node.invite())
     code, out = hearth(
         # the only candidate takes no arguments: a random model's call always fits
         "ask", "device status: battery and network", "--route", "remote",

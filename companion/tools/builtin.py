@@ -180,18 +180,17 @@ def register_builtin(registry: Registry, data: PhoneData) -> None:
         if not contacts_file.exists():
             return []
         import vobject
+        from vobject.base import ContentLine
 
         found = []
         for card in vobject.readComponents(contacts_file.read_text()):
             name = str(card.fn.value) if hasattr(card, "fn") else ""
             if query.lower() in name.lower():
-                found.append(
-                    {
-                        "name": name,
-                        "phone": [t.value for t in card.contents.get("tel", [])],
-                        "email": [e.value for e in card.contents.get("email", [])],
-                    }
-                )
+                lines = {
+                    key: [x.value for x in card.contents.get(key, []) if isinstance(x, ContentLine)]
+                    for key in ("tel", "email")
+                }
+                found.append({"name": name, "phone": lines["tel"], "email": lines["email"]})
         return found
 
     outbox = data.path("outbox")

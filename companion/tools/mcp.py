@@ -19,6 +19,10 @@ named like a built-in or like a tool already mounted is refused (the server's ot
 tools still mount). Servers start in parallel; one that cannot start or initialise in
 time is left out and reported, and the request goes on without it. A server's stderr
 goes to `logs/mcp-<name>.log` under the home (0600, capped), never to the terminal.
+Its stdout is read a message (a line) at a time, at most `LINE_CAP` bytes: a longer
+one ends the link (`protocol_error`: left out at start, the call refused after). While
+`ASKED_CAP` of its own requests wait for their answers to reach it, it is not read (a
+server that asks and never reads stalls itself: its call times out).
 Results are untrusted: the executor's taint rules apply.
 """
 
@@ -29,6 +33,7 @@ import copy
 import json
 import logging
 import os
+import signal
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,12 +42,16 @@ from typing import Annotated, Any
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from hearth.protocol.model.validate import check_schemas
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
 from .registry import BUILTIN, Annotations, Registry, Tier, Tool, ToolContext
 
 STRICTNESS = (Tier.READ_ONLY, Tier.OPEN_WORLD_READ, Tier.REVERSIBLE, Tier.IRREVERSIBLE)
 LOG_CAP = 1 << 20  # bytes of a server's stderr kept per start; the rest is read and dropped
+LINE_CAP = 4 << 20  # bytes of one message from a server (a JSON-RPC line)
+ASKED_CAP = 16  # a server's requests (pings) not yet answered; beyond, it is not read
+STOP_GRACE_S = 2.0  # after its stdin closes, then after SIGTERM, before SIGKILL
 RESULT_CAP = 64 * 1024  # characters of one call's result that reach the executor
 MAX_PARTS = 256  # content parts of one call's result
 SCHEMA_CAP = 16 * 1024  # bytes of one tool's input schema (it travels in every request)
@@ -126,11 +135,14 @@ def strictest(*tiers: Tier) -> Tier:
 
 @dataclass
 class _Link:
-    """A running server's session; after one unanswered call it gets no more this run."""
+    """A server's session; after one unanswered call, once the server broke the
+    protocol (`fault`) or its output ended (`ended`), it gets no more calls this run."""
 
     server: McpServer
-    session: Any
+    session: Any = None
     hung: bool = False
+    fault: str | None = None
+    ended: bool = False
 
 
 @dataclass
@@ -187,13 +199,16 @@ async def _serve(server: McpServer, slot: _Started, log: Path, stop: anyio.Event
     """One server's whole life, in one task (its contexts are entered and left here). A
     server not started in time is reported at once and stopped in the background."""
     err_read, err_write = os.pipe()
+    link = _Link(server)
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(_keep_log, err_read, log)
         with anyio.CancelScope() as life:
             tasks.start_soon(_start_deadline, server, slot, life)
             try:
-                await _session(server, slot, err_write, stop)
+                await _session(link, slot, err_write, stop)
             except Exception as exc:
+                if link.fault is not None:
+                    slot.fail(server, ErrorCode.PROTOCOL_ERROR, f"{server.name}: {link.fault}")
                 bad_command = isinstance(exc, OSError)
                 code = ErrorCode.INVALID_INPUT if bad_command else ErrorCode.UNREACHABLE
                 slot.fail(server, code, f"{server.name}: did not start: {_leaf(exc)}")
@@ -209,26 +224,131 @@ async def _start_deadline(server: McpServer, slot: _Started, life: anyio.CancelS
     life.cancel()
 
 
-async def _session(server: McpServer, slot: _Started, errlog: int, stop: anyio.Event) -> None:
-    from mcp import ClientSession, StdioServerParameters
-    from mcp.client.stdio import stdio_client
+async def _session(link: _Link, slot: _Started, errlog: int, stop: anyio.Event) -> None:
+    from mcp import ClientSession
 
-    params = StdioServerParameters(command=server.command, args=server.args, env=server.env)
     async with contextlib.AsyncExitStack() as stack:
         try:
-            read, write = await stack.enter_async_context(
-                stdio_client(params, errlog=errlog)  # type: ignore[arg-type]
-            )
+            read, write = await stack.enter_async_context(_stdio(link, errlog))
         finally:
             os.close(errlog)  # the server holds its own copy
-        session = await stack.enter_async_context(ClientSession(read, write))
-        await session.initialize()
-        slot.tools = list((await session.list_tools()).tools)
+        link.session = await stack.enter_async_context(ClientSession(read, write))
+        await link.session.initialize()
+        slot.tools = list((await link.session.list_tools()).tools)
         if slot.settled.is_set():
             return  # too late: already reported as left out
-        slot.link = _Link(server, session)
+        slot.link = link
         slot.settled.set()
         await stop.wait()
+
+
+@contextlib.asynccontextmanager
+async def _stdio(link: _Link, errlog: int) -> AsyncIterator[tuple[Any, Any]]:
+    """The server's process (its own process group, stderr to `errlog`) and the
+    session's two streams over its stdio: newline-delimited JSON-RPC. On exit its stdin
+    closes; then SIGTERM, then SIGKILL to its group, `STOP_GRACE_S` apart.
+
+    The mcp library's own stdio client keeps a line of any length (and copies it per
+    read): this one keeps at most `LINE_CAP` bytes of one."""
+    from mcp.client.stdio import get_default_environment
+
+    server = link.server
+    process = await anyio.open_process(
+        [server.command, *server.args],
+        env=get_default_environment() | (server.env or {}),
+        stderr=errlog,
+        start_new_session=True,
+    )
+    into_session, from_server = anyio.create_memory_object_stream[Any](0)
+    into_server, from_session = anyio.create_memory_object_stream[Any](0)
+    asked = anyio.Semaphore(ASKED_CAP)  # taken per request of the server, given back per answer
+    async with anyio.create_task_group() as pipes:
+        pipes.start_soon(_read_messages, process.stdout, into_session, link, asked)
+        pipes.start_soon(_write_messages, from_session, process.stdin, asked)
+        try:
+            yield from_server, into_server
+        finally:
+            with anyio.CancelScope(shield=True):
+                await _stop(process)
+            pipes.cancel_scope.cancel()
+
+
+async def _read_messages(
+    stdout: Any, into_session: Any, link: _Link, asked: anyio.Semaphore
+) -> None:
+    """The server's messages, one a line, to the session. A line past `LINE_CAP`
+    bytes is the link's fault and its end: the session sees its stream end, so what it
+    waits for fails at once. Each request of the server takes one of `asked` (the
+    session answers each in a task of its own: unbounded, if the answers never leave)."""
+    import mcp_types
+    from mcp.shared.message import ServerMessageMetadata, SessionMessage
+
+    async def unanswered() -> None:  # the session settled a request without an answer
+        asked.release()
+
+    async def message(line: bytes) -> Any:
+        try:
+            parsed = mcp_types.jsonrpc_message_adapter.validate_json(line)
+        except ValueError as exc:  # the session reports it (to the log) and goes on
+            return exc
+        if not isinstance(parsed, mcp_types.JSONRPCRequest):
+            return SessionMessage(parsed)
+        await asked.acquire()
+        return SessionMessage(parsed, ServerMessageMetadata(on_request_unanswered=unanswered))
+
+    pending = bytearray()  # the start of a line not yet ended
+    async with into_session:
+        with contextlib.suppress(
+            anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError
+        ):
+            while True:
+                *lines, rest = (await stdout.receive()).split(b"\n")
+                if lines:
+                    lines[0] = bytes(pending) + lines[0]
+                    pending.clear()
+                for line in lines:
+                    if len(line) > LINE_CAP:
+                        break
+                    if line.strip():
+                        await into_session.send(await message(line))
+                else:
+                    pending += rest
+                    if len(pending) <= LINE_CAP:
+                        continue
+                link.fault = f"sent a message over {LINE_CAP >> 20} MiB"
+                return
+        link.ended = True  # before the session sees its stream end
+
+
+async def _write_messages(from_session: Any, stdin: Any, asked: anyio.Semaphore) -> None:
+    """The session's messages to the server, one a line; an answer, once written, gives
+    back what its request took of `asked`."""
+    import mcp_types
+
+    async with from_session:
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            async for message in from_session:
+                data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                await stdin.send(data.encode() + b"\n")
+                if isinstance(message.message, mcp_types.JSONRPCResponse | mcp_types.JSONRPCError):
+                    asked.release()
+
+
+async def _stop(process: Any) -> None:
+    """Close the server's stdin; SIGTERM, then SIGKILL its process group if it lingers."""
+    with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+        await process.stdin.aclose()
+    for sig in (None, signal.SIGTERM, signal.SIGKILL):
+        if sig is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, sig)
+        with anyio.move_on_after(STOP_GRACE_S):
+            await process.wait()
+            break
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)  # what it started, left behind
+    with anyio.move_on_after(STOP_GRACE_S):
+        await process.aclose()
 
 
 def _leaf(exc: BaseException) -> str:
@@ -310,6 +430,7 @@ def _tool(link: _Link, tool: Any) -> Tool:
     name = f"{server.name}.{tool.name}"
     rules = server.tools.get(tool.name, ToolRules())
     schema = _schema(tool.input_schema)
+    check_schemas({name: schema})  # it travels in every request: the node would refuse it
     tier = strictest(rules.tier or Tier.IRREVERSIBLE, claimed_tier(tool.annotations))
     open_world = getattr(tool.annotations, "open_world_hint", None) is True or (
         tier is not Tier.READ_ONLY if rules.open_world is None else rules.open_world
@@ -360,14 +481,31 @@ def _schema(given: Any) -> dict[str, Any]:
 
 def _call(link: _Link, tool: str, name: str) -> Callable[..., Any]:
     async def call(ctx: ToolContext, **arguments: Any) -> Any:
+        from mcp import MCPError
+
         timeout = link.server.call_timeout_s
         if link.hung:
             raise HearthError(
                 ErrorCode.TIMED_OUT, f"{name}: its server left an earlier call unanswered"
             )
+        if link.fault is not None:
+            raise HearthError(ErrorCode.PROTOCOL_ERROR, f"{name}: its server {link.fault}")
+        if link.ended:
+            raise HearthError(ErrorCode.UNREACHABLE, f"{name}: its server has gone")
         try:
             with anyio.fail_after(timeout):
                 result = await link.session.call_tool(tool, arguments)
+        except MCPError:
+            if link.fault is not None:
+                raise HearthError(
+                    ErrorCode.PROTOCOL_ERROR, f"{name}: its server {link.fault}"
+                ) from None
+            if link.ended:
+                raise HearthError(
+                    ErrorCode.UNREACHABLE,
+                    f"{name}: its server went away mid-call (it may or may not have happened)",
+                ) from None
+            raise
         except TimeoutError:
             link.hung = True
             raise HearthError(

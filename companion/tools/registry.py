@@ -19,7 +19,8 @@ from typing import Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from hearth.protocol.model.validate import Validator  # RE2 patterns: no regex can hang
+from hearth.protocol.model.limits import DEFAULT_LIMITS
+from hearth.protocol.model.validate import validator, within
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import ToolSpec
 
@@ -87,7 +88,8 @@ class Tool:
             self.schema = self.args_model.model_json_schema()
         self.schema.pop("title", None)
         for prop in self.schema.get("properties", {}).values():
-            prop.pop("title", None)
+            if isinstance(prop, dict):  # `true` (any value) is a schema too
+                prop.pop("title", None)
 
     @property
     def sensitive(self) -> bool:
@@ -113,10 +115,15 @@ class Tool:
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Arguments checked against the local schema; `plan_rejected` otherwise. The
-        message names the argument and the rule, never the value (it may be private)."""
+        message names the argument and the rule, never the value (it may be private).
+        A server's schema is checked with RE2 patterns and local `$ref`s only, within
+        the validation deadline (`timed_out`)."""
         if self.args_model is None:
             try:
-                error = next(iter(Validator(self.schema).iter_errors(arguments)), None)
+                with within(DEFAULT_LIMITS.validation.deadline_s):
+                    error = next(iter(validator(self.schema).iter_errors(arguments)), None)
+            except HearthError as exc:
+                raise HearthError(exc.code, f"{self.name}: {exc.message}") from exc
             except Exception as exc:  # a server's schema that cannot be evaluated (say, a
                 # `$ref` nobody can resolve) refuses the step rather than ending the ask
                 raise HearthError(
@@ -129,8 +136,8 @@ class Tool:
                     ErrorCode.PLAN_REJECTED, f"{self.name}: {where}: does not satisfy {rule[:120]}"
                 )
             return arguments
-        try:
-            return self.args_model.model_validate(arguments).model_dump()
+        try:  # as JSON: the journal keeps it, the wire carries it
+            return self.args_model.model_validate(arguments).model_dump(mode="json")
         except ValidationError as exc:
             err = exc.errors()[0]
             where = str(err["loc"][0]) if err["loc"] else "arguments"
@@ -142,16 +149,14 @@ class Tool:
         return await self.handler(ctx, **arguments)
 
 
-def args_model_of(fn: Callable[..., Any], name: str) -> type[BaseModel]:
-    """A pydantic model of `fn`'s parameters after the leading `ctx`."""
+def args_model_of(fn: Callable[..., Any], name: str, *, takes_ctx: bool = True) -> type[BaseModel]:
+    """A pydantic model of `fn`'s parameters (after the leading `ctx` if it `takes_ctx`)."""
     hints = get_type_hints(fn, include_extras=True)
     fields: dict[str, Any] = {}
-    for param in list(inspect.signature(fn).parameters.values())[1:]:
+    for param in list(inspect.signature(fn).parameters.values())[takes_ctx:]:
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[param.name] = (hints[param.name], default)
-    return create_model(  # type: ignore[call-overload,no-any-return]
-        f"{name}_args", __config__=ConfigDict(extra="forbid"), **fields
-    )
+    return create_model(f"{name}_args", __config__=ConfigDict(extra="forbid"), **fields)
 
 
 class Registry:

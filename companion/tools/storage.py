@@ -28,12 +28,15 @@ class PhoneData:
         private_dir(self.root)
         return self.root / name
 
-    def done(self, key: str) -> Any | None:
+    def done(self, key: str) -> dict[str, Any] | None:
         """The recorded result of the write with idempotency key `key`, if it ran."""
         path = self._done_path(key)
-        return json.loads(path.read_text()) if path.exists() else None
+        if not path.exists():
+            return None
+        result: dict[str, Any] = json.loads(path.read_text())  # written by `record`
+        return result
 
-    def record(self, key: str, result: Any) -> Any:
+    def record(self, key: str, result: dict[str, Any]) -> dict[str, Any]:
         """Remember `result` under `key` (atomically), so a rerun returns it."""
         write_atomic(self._done_path(key), json.dumps(result))
         return result

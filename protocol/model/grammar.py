@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+from collections.abc import Callable
 from typing import Any, Literal
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
@@ -215,10 +216,11 @@ class _Builder:
             lo = 0  # and the minimum
         if hi is None:
             self._unbounded()
-            tail: Any = lambda k: f"u{k}"  # noqa: E731
+            tail: Callable[[int], str] = lambda k: f"u{k}"  # noqa: E731
         else:
-            self._bounded(hi - lo)
-            tail = lambda k, d=hi - lo: f"b{k}-{d}"  # noqa: E731
+            left = hi - lo
+            self._bounded(left)
+            tail = lambda k: f"b{k}-{left}"  # noqa: E731
         if not lo:
             return tail(0)
         return self.shared(f"text {lo} {hi}", lambda name: self._countdown(name, lo, tail))
@@ -261,7 +263,7 @@ class _Builder:
                 body = self._state(k, target, True) if left else '""'
                 self.add(f"b{k}-{left}", body)
 
-    def _countdown(self, name: str, lo: int, tail: Any) -> str:
+    def _countdown(self, name: str, lo: int, tail: Callable[[int], str]) -> str:
         for need in range(1, lo + 1):
             for k in range(len(VALUE_END)):
                 target = tail if need == 1 else lambda k2, n=need - 1: f"{name}-{k2}-{n}"

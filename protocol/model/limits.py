@@ -51,6 +51,26 @@ class ValidationLimits(BaseModel):
     deadline_s: Annotated[float, Field(gt=0, le=60)] = 5.0
     max_pattern_bytes: Annotated[int, Field(ge=1)] = 4096
     """One `pattern`/`patternProperties` regular expression (RE2 syntax, linear time)."""
+    max_pattern_memory: Annotated[int, Field(ge=1 << 16, le=64 << 20)] = 2 << 20
+    """RE2's memory for one compiled pattern (its `max_mem`): a bigger one is refused.
+    Compiling takes time in proportion (`\\pL{446}`, 8 bytes, took 4 MiB and a second
+    at RE2's default of 8 MiB)."""
+    max_pattern_program: Annotated[int, Field(ge=1)] = 1_000_000
+    """RE2 instructions the patterns of one request's tools may compile to in all
+    (a microsecond or two each to compile, on the caller's thread)."""
+    max_value_depth: Annotated[int, Field(ge=1, le=200)] = 64
+    """Nesting of one argument's value (the grammar's JSON has no depth bound; what
+    handles a value later recurses over it)."""
+    reading_s: Annotated[float, Field(gt=0, le=1)] = 0.05
+    """Checking whether an XML value of a union with strings reads as JSON (parsing,
+    on the caller's thread); undecided in time, it reads as JSON."""
+    readings_s: Annotated[float, Field(gt=0, le=5)] = 0.2
+    """All such checks of one model output together (the node parses on its event
+    loop; a schema may make every parameter one): past it, the rest are undecided."""
+    max_expanded_nodes: Annotated[int, Field(ge=1)] = 100_000
+    """Schema nodes one tool's schema may expand to with every `$ref` followed (a
+    `$ref` into its own expansion counted once): `$ref`s that fan out exponentially
+    are refused, not validated for hours."""
 
 
 class ModelLimits(BaseModel):

@@ -35,7 +35,7 @@ def _quiet_llama_log() -> None:
         return
     log = logging.getLogger("llama.cpp")
 
-    @llama_cpp.llama_log_callback  # type: ignore[misc]
+    @llama_cpp.llama_log_callback  # type: ignore[untyped-decorator]  # llama_cpp's ctypes callback type
     def to_logging(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
         log.debug("%s", text.decode("utf-8", errors="replace").rstrip("\n"))
 

@@ -24,8 +24,8 @@ import numpy as np
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
-from .loader import load_llama
-from .sampling import Sampling, TokenSampler, Utf8Guard, Utf8Shapes
+from .loader import default_threads, load_llama
+from .sampling import GrammarCache, Sampling, TokenSampler, Utf8Guard, Utf8Shapes
 
 __all__ = ["Finish", "Generation", "LlamaRuntime", "Sampling", "SessionMemory"]
 
@@ -62,7 +62,10 @@ class LlamaRuntime:
 
         self._lib = llama_cpp
         self.path = path
-        self.llm = load_llama(path, n_ctx=n_ctx, n_threads=n_threads)
+        # prompts too on `threads` (llama-cpp-python's default is every core): a batch
+        # split over a core another process holds waits on it, 3-10x slower when busy
+        threads = n_threads or default_threads()
+        self.llm = load_llama(path, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads)
         self.lock = threading.Lock()
         self._vocab = llama_cpp.llama_model_get_vocab(self.llm.model)
         meta = self.llm.metadata
@@ -75,6 +78,7 @@ class LlamaRuntime:
         self._prefixes: OrderedDict[str, tuple[list[int], bytes]] = OrderedDict()
         self._token_bytes: list[bytes] | None = None
         self._utf8_shapes: Utf8Shapes | None = None
+        self.grammars = GrammarCache(llama_cpp, self.llm)
 
     def tokenize(self, text: str) -> list[int]:
         return list(self.llm.tokenize(text.encode(), add_bos=False, special=True))
@@ -114,7 +118,9 @@ class LlamaRuntime:
                     ErrorCode.INVALID_INPUT,
                     f"request needs {needed} tokens; the model's context is {self.n_ctx}",
                 )
-            sampler = TokenSampler(self._lib, self.llm, sampling, grammar, self._shapes())
+            sampler = TokenSampler(
+                self._lib, self.llm, sampling, grammar, self._shapes(), self.grammars
+            )
             loop = _TokenLoop(self, sampler, cancelled, confidence)
             try:
                 self.llm.eval(new_tokens)

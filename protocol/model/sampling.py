@@ -11,6 +11,8 @@ from __future__ import annotations
 import codecs
 import ctypes
 import math
+import threading
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -22,6 +24,7 @@ from .limits import Sampling
 from .toolcalls import ModelOutputError
 
 __all__ = [
+    "GrammarCache",
     "Sampling",
     "TokenSampler",
     "Utf8Guard",
@@ -31,6 +34,7 @@ __all__ = [
 ]
 
 MAX_RESAMPLES = 32  # candidates taken out for one position before giving up
+GRAMMAR_CACHE_SIZE = 16  # compiled grammars kept per model (a few tool sets in use)
 
 
 def _completable(started: bytes) -> bool:
@@ -113,6 +117,51 @@ class Utf8Shapes:
         return self._refused[need]
 
 
+class GrammarCache:
+    """Compiled grammar samplers for one model, by grammar text, least recently used
+    first out: parsing a tool grammar costs milliseconds per generation, a clone of
+    the parsed one (rules and start state copied, nothing parsed) microseconds."""
+
+    def __init__(self, lib: Any, llm: Any, size: int = GRAMMAR_CACHE_SIZE) -> None:
+        self._lib = lib
+        self._llm = llm
+        self._vocab = lib.llama_model_get_vocab(llm.model)
+        self._size = size
+        self._lock = threading.Lock()
+        self._compiled: OrderedDict[tuple[str, str | None], Any] = OrderedDict()
+
+    def sampler(self, grammar: ToolGrammar | str) -> Any:
+        """A fresh sampler for `grammar` in its start state, owned by the caller (who
+        frees it); `invalid_input` when llama.cpp cannot parse it (nothing is cached)."""
+        key = self._key(grammar)
+        with self._lock:
+            compiled = self._compiled.get(key)
+            if compiled is None:
+                compiled = compile_grammar(self._lib, self._vocab, grammar, self._llm)
+                self._compiled[key] = compiled
+                while len(self._compiled) > self._size:
+                    self._lib.llama_sampler_free(self._compiled.popitem(last=False)[1])
+            self._compiled.move_to_end(key)
+            return self._lib.llama_sampler_clone(compiled)
+
+    @staticmethod
+    def _key(grammar: ToolGrammar | str) -> tuple[str, str | None]:
+        """The grammar's text, and its trigger when it is lazy."""
+        lazy = isinstance(grammar, ToolGrammar) and grammar.lazy
+        return str(grammar), grammar.trigger if isinstance(grammar, ToolGrammar) and lazy else None
+
+    def __contains__(self, grammar: ToolGrammar | str) -> bool:
+        return self._key(grammar) in self._compiled
+
+    def __len__(self) -> int:
+        return len(self._compiled)
+
+    def __del__(self) -> None:
+        for compiled in self._compiled.values():
+            self._lib.llama_sampler_free(compiled)
+        self._compiled.clear()
+
+
 class TokenSampler:
     """One generation's sampler chain (penalties, top-k, top-p, min-p, temperature,
     then a seeded draw, or greedy), with an optional grammar started on demand."""
@@ -122,20 +171,23 @@ class TokenSampler:
         lib: Any,
         llm: Any,
         sampling: Sampling,
-        grammar: str | None,
+        grammar: ToolGrammar | str | None,
         shapes: Utf8Shapes,
+        grammars: GrammarCache,
     ) -> None:
         self._lib = lib
         self._shapes = shapes
         self._llm = llm
-        self._vocab = lib.llama_model_get_vocab(llm.model)
         self._n_vocab = llm.n_vocab()
         # parsed first: a grammar llama.cpp refuses ends the request before any work
-        self._grammar: Any = compile_grammar(lib, self._vocab, grammar, llm) if grammar else None
+        self._grammar: Any = grammars.sampler(grammar) if grammar else None
         self._constrained = False
         params = lib.llama_sampler_chain_default_params()
         self._chain = lib.llama_sampler_chain_init(params)
-        add = lambda s: lib.llama_sampler_chain_add(self._chain, s)  # noqa: E731
+
+        def add(sampler: Any) -> None:
+            lib.llama_sampler_chain_add(self._chain, sampler)
+
         # the binding declares a leading n_vocab the C function lacks: the first int is
         # what llama.cpp reads as penalty_last_n, so both ints carry it
         last_n = sampling.repeat_last_n

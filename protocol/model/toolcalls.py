@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
+
+from .limits import DEFAULT_LIMITS
 
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
 PARAM_OPEN, PARAM_CLOSE = "<parameter=", "</parameter>"
@@ -80,19 +83,23 @@ def parse(
     A `<tool_call>` that is never closed means the output was cut (token limit):
     that is an error, never a half call. Text values come back byte for byte: a value
     ends at the first `\n</parameter>` (which the grammar never lets it hold).
+    Reading unions against their schemas takes at most `ValidationLimits.readings_s`.
     """
+    from .validate import within  # validate imports this module
+
     schemas = schemas or {}
     start = output.find(CALL_OPEN) if calls else -1
     if start < 0:
         return Parsed(text=output.strip(), calls=[])
     found = []
     rest = output[start:]
-    while rest.startswith(CALL_OPEN):
-        end = rest.find(CALL_CLOSE)
-        if end < 0:
-            raise ModelOutputError("a tool call was cut off (token limit?)")
-        found.append(_parse_one(rest[len(CALL_OPEN) : end], schemas))
-        rest = rest[end + len(CALL_CLOSE) :].lstrip()
+    with within(DEFAULT_LIMITS.validation.readings_s):
+        while rest.startswith(CALL_OPEN):
+            end = rest.find(CALL_CLOSE)
+            if end < 0:
+                raise ModelOutputError("a tool call was cut off (token limit?)")
+            found.append(_parse_one(rest[len(CALL_OPEN) : end], schemas))
+            rest = rest[end + len(CALL_CLOSE) :].lstrip()
     if rest:
         raise ModelOutputError("text after the tool calls")
     return Parsed(text=output[:start].strip(), calls=found)
@@ -105,7 +112,8 @@ def _parse_one(body: str, schemas: dict[str, dict[str, Any]]) -> ToolCall:
     if match is None:
         raise ModelOutputError("tool call is neither JSON nor <function=…> XML")
     name = match.group(1).strip()
-    properties = schemas.get(name, {}).get("properties", {})
+    root = schemas.get(name, {})
+    properties = root.get("properties", {})
     arguments: dict[str, Any] = {}
     rest = match.group(2)
     while True:
@@ -126,16 +134,42 @@ def _parse_one(body: str, schemas: dict[str, dict[str, Any]]) -> ToolCall:
         if end < 0:
             raise ModelOutputError(f"parameter {key!r} is not closed")
         schema = properties.get(key, {}) if isinstance(properties, dict) else {}
-        arguments[key] = coerce(rest[:end], schema if isinstance(schema, dict) else {})
+        schema = schema if isinstance(schema, dict) else {}
+        arguments[key] = coerce(rest[:end], schema, _fits_in(root, schema))
         rest = rest[end + close :]
     if rest.strip() != FUNCTION_CLOSE:
         raise ModelOutputError("a tool call's function is not closed")
     return ToolCall(name, arguments)
 
 
+def json_depth(value: Any) -> int:
+    """Nesting depth of a JSON value, without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        if isinstance(item, dict):
+            stack += [(v, level + 1) for v in item.values()]
+        elif isinstance(item, list):
+            stack += [(v, level + 1) for v in item]
+    return deepest
+
+
+def _loads(text: str) -> Any:
+    """`json.loads`, refusing a value nested past `ValidationLimits.max_value_depth`:
+    whatever handles it later (validation, rendering, the wire) recurses over it."""
+    try:
+        value = json.loads(text)
+    except RecursionError as exc:
+        raise ModelOutputError("a value nested too deep") from exc
+    if json_depth(value) > DEFAULT_LIMITS.validation.max_value_depth:
+        raise ModelOutputError("a value nested too deep")
+    return value
+
+
 def _parse_json(body: str) -> ToolCall:
     try:
-        data = json.loads(body)
+        data = _loads(body)
     except json.JSONDecodeError as exc:
         raise ModelOutputError(f"tool call is not valid JSON: {exc.msg}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("name"), str):
@@ -143,7 +177,7 @@ def _parse_json(body: str) -> ToolCall:
     arguments = data.get("arguments", {})
     if isinstance(arguments, str):  # some models double-encode
         try:
-            arguments = json.loads(arguments)
+            arguments = _loads(arguments)
         except json.JSONDecodeError as exc:
             raise ModelOutputError("tool call arguments are not JSON") from exc
     if not isinstance(arguments, dict):
@@ -165,26 +199,44 @@ def schema_kinds(schema: dict[str, Any]) -> set[str]:
     return set()
 
 
-def coerce(text: str, schema: dict[str, Any]) -> Any:
+def _fits_in(root: Any, schema: dict[str, Any]) -> Callable[[Any], bool]:
+    """Whether a value fits `schema`, a parameter's schema within the tool's `root`."""
+
+    def fits(value: Any) -> bool:
+        from .validate import fits as fits_schema  # validate imports this module
+
+        return fits_schema(root, schema, value)
+
+    return fits
+
+
+def coerce(
+    text: str, schema: dict[str, Any], fits: Callable[[Any], bool] = lambda value: True
+) -> Any:
     """An XML parameter's text as its schema types it: text for strings (as written),
-    JSON for the rest, JSON first for a union that includes strings; an `enum`'s
+    JSON for the rest, JSON first for a union that includes strings if the JSON reading
+    `fits` the schema (else the text the grammar let through as text); an `enum`'s
     text value as text. Text if it is not JSON (validation reports the type)."""
     kinds = schema_kinds(schema)
     enum = schema.get("enum")
     if kinds == {"string"} or (isinstance(enum, list) and text in enum):
         return text
     try:
-        value = json.loads(text)
-    except ValueError:
+        value = _loads(text)  # the grammar's JSON values have no depth bound
+    except json.JSONDecodeError:
         return text
-    if "string" in kinds and isinstance(value, str):
+    if "string" in kinds and (isinstance(value, str) or not fits(value)):
         return text  # a JSON string literal written where text was allowed stays text
     return value
 
 
 def render_calls(calls: list[ToolCall], schemas: dict[str, dict[str, Any]] | None = None) -> str:
     """Calls as the model writes them (what the grammar accepts and `parse` reads
-    back): parameters in their schema's order, text as is, the rest compact JSON."""
+    back): parameters in their schema's order, text as is, the rest compact JSON.
+    Arguments nested past `ValidationLimits.max_value_depth` are `invalid_input`."""
+    depth = max((json_depth(c.arguments) for c in calls), default=0)
+    if depth > DEFAULT_LIMITS.validation.max_value_depth + 1:  # + the arguments' object
+        raise HearthError(ErrorCode.INVALID_INPUT, "a tool call's arguments nest too deep")
     out = []
     for call in calls:
         properties = (schemas or {}).get(call.name, {}).get("properties", {})

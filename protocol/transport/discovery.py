@@ -39,7 +39,9 @@ def browse(keys: list[bytes], timeout: float = 2.0) -> list[tuple[str, int]]:
     class Listener(ServiceListener):
         def add_service(self, zc: Zeroconf, type_: str, name: str) -> None:
             info = zc.get_service_info(type_, name, timeout=1000)
-            if info is not None and (info.properties or {}).get(b"tag", b"").decode() in tags:
+            if info is None:
+                return
+            if ((info.properties or {}).get(b"tag") or b"").decode() in tags:
                 found.extend((ip, info.port or 0) for ip in info.parsed_addresses())
 
         def update_service(self, zc: Zeroconf, type_: str, name: str) -> None:

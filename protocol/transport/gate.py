@@ -10,6 +10,7 @@ import weakref
 from collections.abc import Callable
 
 from libp2p.abc import IRawConnection, ISecureConn
+from libp2p.crypto.keys import KeyPair, PrivateKey
 from libp2p.peer.id import ID
 from libp2p.security.exceptions import HandshakeFailure
 from libp2p.security.noise.transport import Transport as NoiseTransport
@@ -43,8 +44,10 @@ class Liveness:
 class GatedNoise(NoiseTransport):
     """Noise XX, then the roster check on the authenticated remote peer id."""
 
-    def __init__(self, *args: object, admit: Admit, liveness: Liveness, **kw: object) -> None:
-        super().__init__(*args, **kw)  # type: ignore[arg-type]
+    def __init__(
+        self, keypair: KeyPair, noise_privkey: PrivateKey, *, admit: Admit, liveness: Liveness
+    ) -> None:
+        super().__init__(keypair, noise_privkey)
         self._admit = admit
         self._liveness = liveness
 

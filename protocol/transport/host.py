@@ -14,7 +14,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import trio
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -22,10 +22,12 @@ from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption,
 from libp2p import new_host
 from libp2p.abc import IHost, INetConn, INetStream, INetwork, INotifee
 from libp2p.crypto.ed25519 import create_new_key_pair
+from libp2p.crypto.keys import KeyPair
 from libp2p.crypto.x25519 import create_new_key_pair as create_x25519_key_pair
 from libp2p.custom_types import TProtocol
 from libp2p.network.config import ConnectionConfig, RetryConfig
 from libp2p.network.exceptions import SwarmDialAllFailedError
+from libp2p.network.swarm import Swarm
 from libp2p.peer.id import ID
 from libp2p.peer.peerinfo import PeerInfo
 from libp2p.relay.circuit_v2.transport import CircuitV2Transport
@@ -77,7 +79,7 @@ def host_for_home(home: Path, **options: Any) -> HomeHost:
     return HomeHost(host, roster, keys, identity)
 
 
-def _libp2p_keypair(identity: Ed25519PrivateKey):  # type: ignore[no-untyped-def]
+def _libp2p_keypair(identity: Ed25519PrivateKey) -> KeyPair:
     seed = identity.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
     return create_new_key_pair(seed)
 
@@ -118,16 +120,18 @@ class HearthHost:
             connection_config=config,
             enable_mDNS=False,
         )
-        network = self.host.get_network()
+        # new_host builds a Swarm: psk, retry_config, auto_connector are on it, not on INetwork
+        self._swarm = network = cast(Swarm, self.host.get_network())
         self.keyring = KeyRing(keys, max_failures=max_handshake_failures)
-        network.psk = self.keyring  # type: ignore[attr-defined]
-        network.retry_config = RetryConfig(max_retries=0)  # type: ignore[attr-defined]
+        # libp2p types psk as the key's hex str: its pnet hook, patched in pnet.py, takes a KeyRing
+        network.psk = self.keyring  # type: ignore[assignment]
+        network.retry_config = RetryConfig(max_retries=0)
         self.admit = admit
         self.max_frame = max_frame
         self.peer_id = str(self.host.get_id())
         self._dialer: CircuitV2Transport | None = None
         self.worked: dict[str, str] = {}  # peer id → the address the last dial reached
-        network.register_notifee(NewestConnectionWins())  # type: ignore[attr-defined]
+        network.register_notifee(NewestConnectionWins())
 
     @contextlib.asynccontextmanager
     async def run(self, listen: list[str]) -> AsyncIterator[HearthHost]:
@@ -136,7 +140,7 @@ class HearthHost:
             async with self.host.run(listen_addrs=[Multiaddr(a) for a in listen]):
                 # py-libp2p's auto-connector redials every peer in the peerstore (revoked
                 # ones and wrong-key ones included); Hearth dials only whom it means to.
-                await self.host.get_network().auto_connector.stop()  # type: ignore[attr-defined]
+                await self._swarm.auto_connector.stop()
                 yield self
 
     def addrs(self) -> list[str]:
@@ -182,7 +186,7 @@ class HearthHost:
     def serve_only(self, protocols: set[str]) -> None:
         """Drop every stream handler but `protocols` (identify, ping and the rest)."""
         for protocol in list(self.host.get_mux().handlers):
-            if protocol not in protocols:
+            if protocol is not None and protocol not in protocols:
                 self.host.remove_stream_handler(protocol)
 
     async def connect(
@@ -277,7 +281,7 @@ class HearthHost:
 
     async def _dial_one(self, peer_id: str, pid: ID, maddr: Multiaddr, timeout: float) -> None:
         with contextlib.suppress(Exception):
-            self.host.get_network().unblock_peer(pid)  # type: ignore[attr-defined]
+            self._swarm.unblock_peer(pid)
         self.host.get_peerstore().clear_addrs(pid)  # dial exactly this address
         started = time.monotonic()
         try:

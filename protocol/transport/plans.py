@@ -26,6 +26,7 @@ from hearth.protocol.wire.messages import (
     Observations,
     Plan,
     PlanRequest,
+    Progress,
     Token,
 )
 from hearth.protocol.wire.plans import Expected, open_plan
@@ -37,6 +38,7 @@ from .taskgroups import single_error
 PLAN_PROTOCOL = "/hearth/plan/1"
 Execute = Callable[[Plan], Awaitable[list[Observation]]]
 OnToken = Callable[[Token], Awaitable[None]]
+OnProgress = Callable[[Progress], Awaitable[None]]
 
 
 @dataclass
@@ -50,6 +52,10 @@ class PlanOutcome:
 
 
 async def _no_tokens(_: Token) -> None:
+    return None
+
+
+async def _no_progress(_: Progress) -> None:
     return None
 
 
@@ -75,6 +81,7 @@ async def run_plan_session(
     phone_id: str,
     execute: Execute,
     on_token: OnToken = _no_tokens,
+    on_progress: OnProgress = _no_progress,
     cancel: anyio.Event | None = None,
     seen_plans: set[str] | None = None,
 ) -> PlanOutcome:
@@ -135,6 +142,8 @@ async def run_plan_session(
                 if outcome.first_token_s is None:
                     outcome.first_token_s = time.monotonic() - started
                 await on_token(event)
+            elif isinstance(event, Progress):  # what the node is doing (reading a document…)
+                await on_progress(event)
             elif isinstance(event, ActionPlan):
                 expected = Expected(
                     signer=stream.peer_id,

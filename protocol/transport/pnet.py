@@ -255,23 +255,28 @@ def _remember(store: OrderedDict[Any, Any], key: Any, value: Any, limit: int) ->
         store.popitem(last=False)
 
 
-def install_protector() -> None:
-    """Route py-libp2p's pnet hook to `PnetConn` for hosts whose psk is a `KeyRing`."""
-    import libp2p.network.swarm as swarm_module
+class _Protector:
+    """py-libp2p's pnet hook, giving a `PnetConn` where the psk is a `KeyRing`."""
 
-    original = swarm_module.new_protected_conn
-    if getattr(original, "_hearth", False):
-        return
+    def __init__(self, original: Callable[[Any, Any], Any]) -> None:
+        self.original = original
 
-    def protect(conn: Any, psk: Any) -> Any:
+    def __call__(self, conn: Any, psk: Any) -> Any:
         if _relayed(conn):  # inside a circuit: the relay's own link is already protected
             return StampedConn(conn)
         if isinstance(psk, KeyRing):
             return PnetConn(conn, psk)
-        return original(conn, psk)
+        return self.original(conn, psk)
 
-    protect._hearth = True  # type: ignore[attr-defined]
-    swarm_module.new_protected_conn = protect  # type: ignore[assignment]
+
+def install_protector() -> None:
+    """Route py-libp2p's pnet hook to `PnetConn` for hosts whose psk is a `KeyRing`."""
+    import libp2p.network.swarm as swarm_module
+
+    # libp2p's swarm module imports its pnet hook without re-exporting it
+    original = swarm_module.new_protected_conn  # type: ignore[attr-defined]
+    if not isinstance(original, _Protector):
+        swarm_module.new_protected_conn = _Protector(original)  # type: ignore[attr-defined]
 
 
 def _relayed(conn: Any) -> bool:

@@ -29,6 +29,7 @@ from .host import host_for_home, quiet_libp2p
 from .keepalive import watch
 from .keys import SwarmKeys, create_identity
 from .membership import RosterHolder, found_swarm
+from .streams import FrameStream
 
 
 def say(**event: object) -> None:
@@ -38,7 +39,7 @@ def say(**event: object) -> None:
 async def serve(home: Path, listen: list[str], ready_file: Path | None) -> None:
     host = host_for_home(home).host
 
-    async def health(stream):  # type: ignore[no-untyped-def]
+    async def health(stream: FrameStream) -> None:
         while True:
             request = await stream.receive()
             if isinstance(request, HealthRequest):

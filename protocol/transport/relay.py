@@ -35,7 +35,7 @@ RESERVE_TIMEOUT_S = 5.0
 READ_SIZE = 64 * 1024
 
 
-class _Untracked(dict):  # type: ignore[type-arg]
+class _Untracked(dict[Any, Any]):
     """Stores nothing: see `CircuitRelay`."""
 
     def __setitem__(self, key: object, value: object) -> None:

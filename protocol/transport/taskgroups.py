@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 
-def leaves(group: BaseExceptionGroup) -> Iterator[BaseException]:  # type: ignore[type-arg]
+def leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]:
     """Every exception inside `group`, however deeply nested."""
     for exc in group.exceptions:
         if isinstance(exc, BaseExceptionGroup):

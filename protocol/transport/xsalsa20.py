@@ -54,12 +54,38 @@ def hsalsa20(key: bytes, nonce16: bytes) -> bytes:
 
 
 class XSalsa20:
-    """A running XSalsa20 keystream: `process` XORs it into data (encrypt = decrypt)."""
+    """A running XSalsa20 keystream: `process` XORs it into data (encrypt = decrypt).
+
+    Each call into pycryptodome costs ~9 us whatever the size, and the pnet layer
+    makes several small writes and reads per frame: small pieces are XORed in Python
+    with keystream made `AHEAD` bytes at a time; larger ones use what is left of that,
+    then the cipher itself."""
+
+    SMALL = 256  # bytes: up to this, XORed against the keystream made ahead
+    AHEAD = 1024  # keystream bytes made per call into the cipher
 
     def __init__(self, key: bytes, nonce: bytes) -> None:
         if len(nonce) != NONCE_SIZE:
             raise ValueError("XSalsa20 takes a 24-byte nonce")
         self._cipher = Salsa20.new(key=hsalsa20(key, nonce[:16]), nonce=nonce[16:])
+        self._ahead = b""  # keystream made, not yet used
 
     def process(self, data: bytes) -> bytes:
-        return self._cipher.encrypt(data)
+        size, made = len(data), len(self._ahead)
+        if size > made:
+            if size > self.SMALL and not made:
+                return self._cipher.encrypt(data)
+            if size > self.SMALL:  # what is left made ahead, then the cipher
+                head, self._ahead = _xor(data[:made], self._ahead), b""
+                return head + self._cipher.encrypt(data[made:])
+            self._ahead += self._cipher.encrypt(bytes(self.AHEAD))
+        stream, self._ahead = self._ahead[:size], self._ahead[size:]
+        return _xor(data, stream)
+
+
+def _xor(data: bytes, stream: bytes) -> bytes:
+    """`data` XOR `stream` (of the same length)."""
+    size = len(data)
+    return (int.from_bytes(data, "little") ^ int.from_bytes(stream, "little")).to_bytes(
+        size, "little"
+    )

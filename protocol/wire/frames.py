@@ -24,7 +24,8 @@ PREFIX = struct.Struct(">I")
 
 def encode_body(message: Message) -> bytes:
     """The msgpack map of one message, without the length prefix."""
-    fields: dict[str, Any] = message.model_dump(mode="python")
+    # the serializer model_dump calls, without its per-call argument handling (hot path)
+    fields: dict[str, Any] = message.__pydantic_serializer__.to_python(message)
     fields["t"] = message.TYPE
     fields["v"] = PROTOCOL_VERSION
     body: bytes = msgpack.packb(fields, use_bin_type=True)
@@ -55,13 +56,14 @@ def decode_body(body: bytes) -> Message:
     if cls is None:
         raise RemoteProtocolError(f"unknown frame type {str(tag)[:40]!r}")
     try:
-        return cls.model_validate(fields)
+        message: Message = cls.__pydantic_validator__.validate_python(fields)  # model_validate
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or '<frame>'}: {err['msg']}"
             for err in exc.errors()[:3]
         )
         raise RemoteProtocolError(f"invalid {tag} frame: {problems}") from exc
+    return message
 
 
 def decode(data: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> Message:
@@ -117,6 +119,10 @@ class FrameDecoder:
         """Like `feed`, but whole frame bodies are returned undecoded."""
         if self.closed:
             return []
+        if not self._buffer and self._need is None and len(data) >= PREFIX.size:
+            (length,) = PREFIX.unpack_from(data)
+            if len(data) == PREFIX.size + length <= PREFIX.size + self.max_frame:
+                return [bytes(data[PREFIX.size :])]  # exactly one frame: not buffered
         self._buffer += data
         items: list[bytes | FrameError] = []
         while not self.closed:

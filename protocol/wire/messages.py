@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import Field, JsonValue, model_validator
 
+from .chat import ChatMessage as ChatMessage  # re-exported: one conversation turn
+from .chat import Model as Model  # re-exported: the base of every wire value
 from .errors import ErrorCode, HearthError
 
 PROTOCOL_VERSION = 1
@@ -22,14 +24,6 @@ Digest = Annotated[bytes, Field(min_length=32, max_length=32)]
 Key32 = Annotated[bytes, Field(min_length=32, max_length=32)]
 
 
-class Model(BaseModel):
-    """Base of every wire value: immutable, unknown fields ignored."""
-
-    model_config = ConfigDict(
-        frozen=True, extra="ignore", ser_json_bytes="base64", val_json_bytes="base64"
-    )
-
-
 class Message(Model):
     """A frame: a model with a type tag."""
 
@@ -37,15 +31,6 @@ class Message(Model):
 
 
 # -- values carried inside frames -------------------------------------------------
-
-
-class ChatMessage(Model):
-    """One turn of the (minimised) conversation."""
-
-    role: Literal["system", "user", "assistant", "tool"]
-    content: str = ""
-    name: str | None = None
-    tool_call_id: str | None = None
 
 
 class FunctionSpec(Model):
@@ -74,6 +59,10 @@ class DeviceContext(Model):
     metered: bool | None = None
 
 
+MAX_DOCUMENTS = 16  # attached to one request
+MAX_DOCUMENT_CHARS = 1_000_000  # what any request may attach in all (a frame is 1 MiB)
+
+
 class Limits(Model):
     """Bounds the phone sets on a plan session."""
 
@@ -83,6 +72,15 @@ class Limits(Model):
     max_tokens: Annotated[int, Field(ge=1, le=8192)] = 512
     max_thinking_tokens: Annotated[int, Field(ge=1, le=32768)] = 1024  # when `thinking`
     max_value_chars: Annotated[int, Field(ge=1, le=1_000_000)] | None = None  # per string value
+    max_document_chars: Annotated[int, Field(ge=0, le=MAX_DOCUMENT_CHARS)] = 200_000  # in all
+
+
+class DocumentPart(Model):
+    """An attached document's text, as the phone read it (pages: 0 when it has none)."""
+
+    name: Annotated[str, Field(min_length=1, max_length=255)]
+    pages: Annotated[int, Field(ge=0, le=100_000)] = 0
+    text: str
 
 
 class PlanStep(Model):
@@ -161,6 +159,20 @@ class PlanRequest(Message):
     node_tools: list[ToolName] = Field(default_factory=list)
     thinking: bool = False
     tool_choice: Literal["auto", "required", "none"] = "auto"  # for the first round
+    documents: Annotated[list[DocumentPart], Field(max_length=MAX_DOCUMENTS)] = Field(
+        default_factory=list
+    )
+    """Attached documents (an older node ignores them); the node reads a long one in
+    chunks, streaming `Progress(stage="reading")`, and plans with what it read."""
+
+    @model_validator(mode="after")
+    def _documents_within_limits(self) -> PlanRequest:
+        total = sum(len(d.text) for d in self.documents)
+        if total > self.limits.max_document_chars:
+            raise ValueError(
+                f"documents hold {total} characters; the limit is {self.limits.max_document_chars}"
+            )
+        return self
 
 
 class Progress(Message):
@@ -170,6 +182,10 @@ class Progress(Message):
     request_id: Id
     stage: str
     detail: str = ""
+    # stage "reading": which of the request's documents (from 0), which chunk (from 1) of how many
+    document: Annotated[int, Field(ge=0)] | None = None
+    chunk: Annotated[int, Field(ge=0)] | None = None
+    chunks: Annotated[int, Field(ge=0)] | None = None
 
 
 class Token(Message):
@@ -232,6 +248,13 @@ class HealthRequest(Message):
     TYPE = "health_request"
 
 
+class MemberAddrs(Model):
+    """Where a member was last reached, as its home knows it (a phone dials it later)."""
+
+    peer_id: Id
+    addrs: Annotated[list[Annotated[str, Field(max_length=1024)]], Field(max_length=16)]
+
+
 class Health(Message):
     """Capabilities, load and model info, for routing and status."""
 
@@ -246,6 +269,8 @@ class Health(Message):
     version: str = ""
     addrs: Annotated[list[str], Field(max_length=64)] = Field(default_factory=list)
     """Where the node listens, then circuit addresses through its relays."""
+    members: Annotated[list[MemberAddrs], Field(max_length=64)] = Field(default_factory=list)
+    """Members a phone may dial (the `planner` role), for a phone member only."""
 
 
 class PairRequest(Message):

@@ -5,7 +5,7 @@ starts `tests.hostile.node` on the node's home (same identity, same swarm key). 
 suite gets its own copy of the paired phone home, with the suite's MCP test servers
 in its `config.toml` (the owner relaxing the honest read-only tools, as an owner
 would) and its own world directory. A run reseeds the phone's data and the world,
-hands the hostile home its script, and asks: in-process through the Phone API, or
+hands the hostile home its script, and asks: in-process through the `Service`, or
 as a real `hearth ask --route remote --json` process.
 """
 
@@ -22,14 +22,16 @@ from typing import Any
 import anyio
 import trio
 
-from hearth.companion.confirm import Confirmation, Scripted
+from hearth.companion.confirm import Confirmation
+from hearth.companion.events import AskRequest
 from hearth.companion.executor import SessionState
-from hearth.companion.phone import Phone
+from hearth.companion.service import Service
 from hearth.companion.tools.mcp import mounted
 from hearth.protocol.transport.addressbook import AddressBook
 from hearth.protocol.wire.errors import HearthError
 
-from ..nodes import BIN, cli, start_node, wait_ready
+from ..nodes import BIN, init_phone, pair, start_node, wait_ready
+from ..phone_kit import Recorder
 from .goals import Outcome
 from .script import Script, plan_for
 from .suites import CALENDAR, CONTACTS, PHONE_FILES, PHONE_NOTES, SERVER_STATE
@@ -90,19 +92,17 @@ class Bench:
     script: Path
     heard: Path
 
+    def plan_requests(self) -> list[dict[str, Any]]:
+        """The `plan_request` frames the hostile home heard, oldest first."""
+        heard = [json.loads(line) for line in self.heard.read_text().splitlines()]
+        return [h for h in heard if h["frame"] == "plan_request"]
+
 
 def start_bench(processes: Any, root: Path) -> Bench:
     node = start_node(processes, root / "node")
     phone = root / "phone"
-    cli("hearth", "init", "--json", "--home", str(phone))
-    subprocess.run(
-        [str(BIN / "hearth"), "pair", "-", "--json", "--home", str(phone)],
-        input=node.invite() + "\n",
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+    init_phone(phone)
+    pair(phone, node.invite())
     node.proc.terminate()
     node.proc.wait(timeout=30)
     bench = Bench(root, phone, root / "script.json", root / "heard.jsonl")
@@ -124,18 +124,6 @@ def start_bench(processes: Any, root: Path) -> Bench:
     )
     AddressBook(phone).remember(node.peer_id, wait_ready(hostile, ready)["addrs"])
     return bench
-
-
-class Recording:
-    """Answers as `--yes` or `--no` would, and keeps every confirmation it was asked."""
-
-    def __init__(self, answer: bool) -> None:
-        self.answer = Scripted(answer)
-        self.asked: list[Confirmation] = []
-
-    async def confirm(self, request: Confirmation) -> bool:
-        self.asked.append(request)
-        return await self.answer.confirm(request)
 
 
 @dataclass
@@ -196,18 +184,22 @@ class SuitePhone:
         return Outcome(self.home / "data", self.world, calls(self.world), heard, statuses)
 
     def ask(self, request: str, script: Script, answer: bool) -> Run:
-        """`hearth ask --route remote --yes|--no`, through the Phone API in this process."""
+        """`hearth ask --route remote --yes|--no`, through the `Service` in this process."""
         offset = self._reset(script)
-        confirmer = Recording(answer)
-        phone = Phone(self.home, confirmer)
+        confirmer = Recorder(answer)
 
-        async def noop(_: str) -> None:
+        async def noop(_: object) -> None:
             return None
+
+        async def asking() -> list[str]:
+            async with Service.open(self.home) as phone:
+                asked = AskRequest(text=request, route="remote")
+                out = await phone.ask(asked, noop, confirmer, anyio.Event())
+            return [s.status for p in out.plans for s in p.steps]
 
         error, statuses = "", []
         try:
-            out = trio.run(phone.ask, request, "remote", noop, anyio.Event())
-            statuses = [s["status"] for p in out["plans"] for s in p["steps"]]
+            statuses = trio.run(asking)
         except HearthError as exc:
             error = exc.code.value
         return Run(self._outcome(offset, statuses), confirmer.asked, error)
@@ -241,8 +233,9 @@ class SuitePhone:
         """A friend's planner's plan, through the phone's executor (the plan session
         does not carry friends' plans yet), with the suite's MCP servers mounted."""
         offset = self._reset(script)
-        confirmer = Recording(answer)
-        phone = Phone(self.home, confirmer)
+        confirmer = Recorder(answer)
+        phone = Service(self.home)
+        executor = phone.executor(confirmer)
 
         async def run() -> list[str]:
             state = SessionState()
@@ -258,7 +251,7 @@ class SuitePhone:
                         request_hash=bytes(32),
                         transcript_hash=bytes(32),
                     )
-                    observed = await phone.executor.execute(plan, state, friend=True)
+                    observed = await executor.execute(plan, state, friend=True)
                     statuses += [o.status for o in observed]
             return statuses
 

@@ -75,6 +75,9 @@ async def serve(home: Path, script: Path, log: Path, listen: list[str], ready: P
             await conv.send(ActionPlan(request_id=request.request_id, plan=sign_plan(plan, key)))
             if not isinstance(await conv.receive(), Observations):
                 return  # the phone ended the session (error or cancel): logged above
+        if rounds.hold_final:
+            await conv.receive()  # whatever the phone sends next (its cancel), or never
+            return
         await conv.send(
             Final(request_id=request.request_id, answer=rounds.answer, rounds=len(rounds.rounds))
         )

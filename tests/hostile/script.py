@@ -23,6 +23,7 @@ class Script(BaseModel):
 
     rounds: list[Round]
     answer: str = "Done."
+    hold_final: bool = False  # keep the session open (and the link alive) instead of ending it
 
 
 def plan_for(

@@ -1,0 +1,78 @@
+"""The local HTTP API: one Starlette app behind the web guard, served on 127.0.0.1.
+
+The guard (`protocol/web.py`) answers 421 to a Host other than this port's loopback
+names, 403 to a cross-origin `Origin`, 401 without the bearer token (or the chat page's
+session); what passes reaches the OpenAI-compatible routes (`/v1`) or the native ones
+(`/api`). Hypercorn's trio worker serves it in the caller's event loop, the one that
+holds the libp2p host.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+from anyio.abc import TaskStatus
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import FileResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from hearth.protocol.web import guard, serve
+
+from . import native, openai
+from .errors import ApiError
+from .streams import Slots
+
+if TYPE_CHECKING:
+    from ..service import Service
+
+SESSION_COOKIE = "hearth_session"
+MAX_ASKS = 8  # asks and completions running at once; one more is `busy` (429)
+
+
+async def _unrouted(request: Request, exc: Exception) -> Response:
+    """404 and 405 in the error shape of the API the path belongs to."""
+    assert isinstance(exc, HTTPException)
+    where = f"{request.method} {request.url.path[:200]}"
+    error = ApiError(exc.status_code, "invalid_input", f"{where}: {exc.detail}")
+    if request.url.path.startswith("/v1/"):
+        return openai.error_response(error)
+    return native.error_response(error)
+
+
+CHAT_PAGE = Path(__file__).parent.parent / "web"  # the chat page's HTML, CSS and script
+
+
+async def _chat_page(request: Request) -> Response:
+    return FileResponse(CHAT_PAGE / "index.html", media_type="text/html")
+
+
+def build_app(service: Service) -> Starlette:
+    """The API's routes over `service`, without the guard."""
+    slots = Slots(MAX_ASKS)
+    return Starlette(
+        routes=[
+            *openai.OpenAiApi(service, slots).routes(),
+            *native.NativeApi(service, slots).routes(),
+            Route("/", _chat_page),
+            Mount("/static", StaticFiles(directory=CHAT_PAGE)),
+        ],
+        exception_handlers={HTTPException: _unrouted},
+    )
+
+
+async def serve_api(
+    service: Service,
+    port: int,
+    token: str,
+    *,
+    task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve the API on 127.0.0.1:`port` (0: a free one) until cancelled; `task_status`
+    gets the port actually bound."""
+    app = guard(build_app(service), token=token, cookie=SESSION_COOKIE, login_page=True)
+    await serve(app, port, task_status=task_status)

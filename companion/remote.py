@@ -1,0 +1,139 @@
+"""The remote path: a plan session with the home node over the kept link, or with a
+friend's node (dialled through the same host, directly or through relays).
+
+The node plans; each signed plan runs through the phone's executor and its
+observations go back through the egress filter. A plan's signer must hold the
+`planner` role now; a friend's plans run on the executor's friend path (each of their
+literals untrusted). The session is bounded twice: by
+keepalive (a node that goes silent is dropped within `KEEPALIVE_BOUND_S`) and by the
+request's own deadline (a node that stays alive but never ends the session, say by
+holding back `Final`, is cut off when `limits.deadline_s` has passed).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+import anyio
+
+from hearth.protocol.transport.keepalive import watch
+from hearth.protocol.transport.plans import PLAN_PROTOCOL, PlanOutcome, run_plan_session
+from hearth.protocol.transport.taskgroups import single_error
+from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.protocol.wire.messages import Observation, Plan, PlanRequest, Token
+from hearth.protocol.wire.roster import Role
+
+from .documents import DocumentProgress
+from .egress import Destination
+from .events import TokenEvent
+from .executor import SessionState
+from .friends import FriendPlanner, named
+from .link import KEEPALIVE_BOUND_S, NodeLink
+from .turn import Turn, plan_view
+
+DEADLINE_GRACE_S = 1.0  # past the deadline, for the node's own `timed_out` to arrive first
+OnPlan = Callable[[Plan, SessionState], Awaitable[list[Observation]]]
+
+
+def who(friend: FriendPlanner | None) -> str:
+    """The planner as the user knows it: the home node or the friend by name."""
+    if friend is None:
+        return "the home node"
+    return f"friend {named(friend)}"
+
+
+async def plan_session(
+    link: NodeLink,
+    turn: Turn,
+    request: PlanRequest,
+    on_plan: OnPlan,
+    friend: FriendPlanner | None = None,
+) -> tuple[PlanOutcome, str]:
+    """One plan session for `request` with the home node (or `friend`'s), each plan
+    handed to `on_plan`; returns the outcome and the thinking the node streamed. A
+    silent node is `unreachable`, one that outlasts the deadline `timed_out`."""
+    peer = link.node if friend is None else friend.peer_id
+    state = SessionState(limits=request.limits)  # the phone holds the planner to them
+    thought: list[str] = []
+    outcome: PlanOutcome | None = None
+    sent = turn.documents_sent or [False] * len(turn.documents)
+    reading = DocumentProgress(turn.documents, sent)  # the node numbers the documents it got
+
+    async def token(t: Token) -> None:
+        if t.thinking:  # progress, kept apart from the answer
+            thought.append(t.text)
+        await turn.events(TokenEvent(text=t.text, thinking=t.thinking))
+
+    async def execute(plan: Plan) -> list[Observation]:
+        return await on_plan(plan, state)
+
+    async def converse(scope: anyio.CancelScope) -> None:
+        nonlocal outcome
+        stream = await link.host.open(peer, PLAN_PROTOCOL, friend.addrs if friend else None)
+        outcome = await run_plan_session(
+            stream,
+            request,
+            phone_id=link.host.peer_id,
+            execute=execute,
+            on_token=token,
+            on_progress=reading.observe,
+            cancel=turn.cancel,
+        )
+        scope.cancel()
+
+    deadline = request.limits.deadline_s
+    quiet = 0.0
+    try:
+        with anyio.fail_after(deadline + DEADLINE_GRACE_S), single_error():
+            async with anyio.create_task_group() as tg:  # the keepalive bounds a silent node
+                tg.start_soon(converse, tg.cancel_scope)
+                quiet = await watch(link.host, peer, KEEPALIVE_BOUND_S)
+                tg.cancel_scope.cancel()
+    except TimeoutError:
+        raise HearthError(
+            ErrorCode.TIMED_OUT,
+            f"{who(friend)} did not finish within the request's deadline of {deadline:g} s",
+        ) from None
+    if outcome is None:
+        raise HearthError(
+            ErrorCode.UNREACHABLE, f"{who(friend)} went silent ({quiet:.1f} s without a byte)"
+        )
+    turn.result.documents = reading.views()
+    return outcome, "".join(thought)
+
+
+async def answer_remotely(
+    link: NodeLink,
+    turn: Turn,
+    request: PlanRequest,
+    reason: str,
+    friend: FriendPlanner | None = None,
+) -> None:
+    """Plan on the home node (or `friend`'s), run its plans on the phone; fills
+    `turn.result`."""
+    out = turn.result
+    out.route, out.reason = "remote", reason
+    out.planner = link.node if friend is None else friend.peer_id
+    await turn.announce_route(link.host.peer_id)
+    observed: dict[str, list[Observation]] = {}  # by plan id: step ids repeat per round
+
+    async def run(plan: Plan, state: SessionState) -> list[Observation]:
+        where = Destination.FRIEND if plan.signer != link.node else Destination.HOME
+        roles = link.roster.roster.roles_of(plan.signer, time.time())
+        if where is Destination.FRIEND and Role.PLANNER not in roles:
+            raise HearthError(
+                ErrorCode.REFUSED, f"{who(friend)} signed a plan without the planner role"
+            )
+        observed[plan.plan_id] = await turn.execute(plan, state, where)
+        return observed[plan.plan_id]
+
+    outcome, thought = await plan_session(link, turn, request, run, friend)
+    out.plans = [plan_view(p, observed.get(p.plan_id, [])) for p in outcome.plans]
+    out.plan = out.plans[-1] if out.plans else None
+    out.answer = outcome.final.answer
+    if request.thinking:
+        out.thinking = thought
+    if outcome.first_token_s is not None:
+        out.timings["first_token_ms"] = round(outcome.first_token_s * 1000, 1)
+    out.timings["total_ms"] = turn.elapsed_ms()

@@ -1,0 +1,612 @@
+"""The companion's engine: one phone home's tools, executor, models, link and conversations.
+
+A one-shot `hearth` command opens a `Service` in its own process; `hearth serve`
+opens one resident (the kept link to the home node, the warm local model) and serves
+it to the `hearth` commands, the HTTP API and Python apps. `ask` routes a request,
+plans it (on the home node, or on the phone's own model), runs every plan through
+the executor, keeps the turn in its conversation and returns an `AskResult`,
+telling its progress as events on the way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import sqlite3
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+from pydantic import ValidationError
+
+from hearth.protocol.console import read_toml
+from hearth.protocol.transport.keys import load_identity
+from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.protocol.wire.identity import peer_id_of
+from hearth.protocol.wire.messages import ChatMessage, DeviceContext, PlanRequest, ToolSpec
+
+from .audit import AuditLog
+from .config import secure_home
+from .confirm import Confirmer, Scripted
+from .conversations import Conversations, history
+from .documents import Document, read_documents, release
+from .egress import Destination, Policy
+from .events import AskRequest, EventSink, discard
+from .executor import Executor
+from .friends import FriendPlanner, may_plan, named
+from .inbox import Inbox, Kept, NotSent, deliver
+from .journal import Journal
+from .local import LocalModel
+from .localpath import answer_locally, local_plan
+from .policy import load_policy
+from .results import (
+    AskResult,
+    AuditRecordView,
+    AuditResult,
+    ClientToolCall,
+    Completion,
+    NodeStatus,
+    SearchHit,
+    SearchResult,
+    StatusResult,
+    ToolsResult,
+    WarningView,
+)
+from .router import Decision, RouteInput, decide
+from .settings import load_settings
+from .tools.builtin import read_device_status, register_builtin
+from .tools.mcp import mounted, servers_of
+from .tools.registry import Registry
+from .tools.storage import PhoneData
+from .turn import Turn
+
+if TYPE_CHECKING:  # libp2p loads only when the home node is needed
+    from .link import NodeLink
+
+FALLBACK = (ErrorCode.UNREACHABLE, ErrorCode.TIMED_OUT)  # `auto` answers these locally
+# a friend's node that answers these did not plan: the next friend is tried, then the phone
+FRIEND_DECLINED = (ErrorCode.REFUSED, ErrorCode.BUSY, *FALLBACK)
+RETURNED = "returned to the app"
+
+
+def device_context() -> DeviceContext:
+    """What the phone says about itself (battery, network), where it can tell."""
+    status = read_device_status()
+    network = status["network"] if status["network"] in ("wifi", "cellular") else "unknown"
+    return DeviceContext(
+        battery=status["battery"] if isinstance(status["battery"], int) else None,
+        charging=status["charging"] if isinstance(status["charging"], bool) else None,
+        network=network,
+        metered={"wifi": False, "cellular": True}.get(network),
+    )
+
+
+class Service:
+    """Everything the companion does for one home directory."""
+
+    def __init__(self, home: Path, *, resident: bool = False) -> None:
+        secure_home(home)
+        self.home = home
+        self.resident = resident
+        self.policy = load_policy(home)
+        self.settings = load_settings(home)
+        self.registry = Registry()
+        register_builtin(self.registry, PhoneData(home / "data"))
+        config = read_toml(home / "config.toml")
+        self.mcp_servers = servers_of(config.get("mcp", []), str(home / "config.toml"))
+        self.warnings: list[WarningView] = []
+        self.journal = Journal(home / "journal.db")
+        self.audit_log = AuditLog(home)
+        self.conversations = Conversations(home / "conversations.db")
+        self.inbox = Inbox(home, self.policy.wait_for_home_max_age_s)  # one per home: it sends
+        self.local = LocalModel(Path(self.settings.model) if self.settings.model else None)
+        self.link: NodeLink | None = None  # the kept link, when resident and paired
+        self._resumed = False
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(cls, home: Path, *, resident: bool = False) -> AsyncIterator[Service]:
+        """The service with its MCP servers mounted (started in parallel; those left out
+        are in `warnings`). Resident: the interrupted plans are resumed now (nobody is
+        there to confirm: a step that needs it is not rerun), the link to the home node
+        is kept up and the local model loaded warm."""
+        service = cls(home, resident=resident)
+        async with contextlib.AsyncExitStack() as stack:
+            warnings = await stack.enter_async_context(
+                mounted(service.mcp_servers, service.registry, home / "logs")
+            )
+            service.warnings = [WarningView.model_validate(w.model_dump()) for w in warnings]
+            if resident:
+                await service._resume(Scripted(None))
+                if service.paired:
+                    from .link import NodeLink
+
+                    link = await stack.enter_async_context(
+                        NodeLink.running(home, service.audit_log)
+                    )
+                    link.on_up = functools.partial(service._deliver, link)
+                    service.link = link
+                tasks = await stack.enter_async_context(anyio.create_task_group())
+                stack.callback(tasks.cancel_scope.cancel)  # on the way out, before the link stops
+                tasks.start_soon(service._warm)
+                if service.link is not None:
+                    tasks.start_soon(service.link.keep)
+            yield service
+
+    @functools.cached_property
+    def peer_id(self) -> str:
+        """The phone's peer id (`invalid_input` when the home has no identity yet)."""
+        return peer_id_of(load_identity(self.home))
+
+    @property
+    def paired(self) -> bool:
+        return (self.home / "roster.signed").exists()
+
+    def executor(self, confirmer: Confirmer) -> Executor:
+        """An executor over the service's tools and journal, asking `confirmer`."""
+        return Executor(
+            self.registry,
+            self.journal,
+            self.audit_log,
+            confirmer,
+            Policy(
+                private_to_home=self.policy.private_to_home,
+                never_remote_tools=frozenset(self.policy.never_remote_tools),
+            ),
+        )
+
+    async def _resume(self, confirmer: Confirmer) -> None:
+        """Finish what a crash interrupted, once, before the first request."""
+        if not self._resumed:
+            self._resumed = True
+            await self.executor(confirmer).resume()
+
+    async def _warm(self) -> None:
+        with contextlib.suppress(HearthError):  # no local model: requests say so when it matters
+            await self.local.runtime()
+
+    @contextlib.asynccontextmanager
+    async def _node(self) -> AsyncIterator[NodeLink]:
+        """The link to the home node: the kept one, or one for this request."""
+        if not self.paired:
+            raise HearthError(ErrorCode.INVALID_INPUT, "not paired: run `hearth pair -`")
+        if self.link is not None:
+            yield self.link
+            return
+        from .link import NodeLink
+
+        async with NodeLink.running(self.home, self.audit_log) as link:
+            yield link
+
+    # -- asking ---------------------------------------------------------------------
+
+    async def ask(
+        self, request: AskRequest, events: EventSink, confirmer: Confirmer, cancel: anyio.Event
+    ) -> AskResult:
+        """Route, plan, execute, answer; the turn is kept in its conversation."""
+        if request.confirm != "ask":
+            confirmer = Scripted(request.confirm == "yes")
+        executor = self.executor(confirmer)
+        await self._resume(confirmer)
+        conversation_id = self.conversations.for_request(
+            request.conversation_id, request.continue_last
+        )
+        turn = Turn(
+            request,
+            AskResult(
+                request_id=uuid.uuid4().hex,
+                conversation_id=conversation_id,
+                served_by="companion" if self.resident else "process",
+                warnings=self.warnings,
+            ),
+            events,
+            cancel,
+            executor,
+        )
+        turn.documents = await self._attached(request.attachments)
+        turns = self._recall(turn, conversation_id)
+        await self._answer(turn, turns)
+        self.conversations.append(conversation_id, request.text, turn.result, turn.private_steps)
+        return turn.result
+
+    async def _attached(self, paths: list[str]) -> list[Document]:
+        """The request's attachments, read on the phone; never a file of the home itself
+        (its keys, tokens and databases are not documents)."""
+        home = self.home.resolve()
+        for path in paths:
+            if Path(path).expanduser().resolve().is_relative_to(home):
+                raise HearthError(
+                    ErrorCode.INVALID_INPUT, f"cannot attach {path}: it is part of the home"
+                )
+        files = [Path(p).expanduser() for p in paths]
+        return await read_documents(files, self.settings.documents)
+
+    def _recall(self, turn: Turn, conversation_id: str) -> int:
+        """Give `turn` the earlier turns of its conversation (or the app's own history), as
+        each destination may see them; returns the conversation's length with this turn."""
+        request = turn.request
+        earlier = self.conversations.turns(conversation_id)
+        for destination in Destination:
+            turn.history[destination] = list(request.history) or history(
+                earlier,
+                turn.executor.egress,
+                destination,
+                max_turns=self.settings.history_turns,
+                max_chars=self.settings.history_chars,
+            )
+        given = sum(m.role == "user" for m in request.history)
+        return (given or len(earlier)) + 1
+
+    def _candidates(self, text: str) -> list[ToolSpec]:
+        """On the phone, a request that names no tool's words is a plain question."""
+        return self.registry.specs(set(self.registry.candidates(text).matched))
+
+    def _remote_tools(self, text: str) -> list[ToolSpec]:
+        """The request's candidate tools among those the policy lets out (all of them
+        when the text points to none; the egress drops never-remote ones again)."""
+        allowed = set(self.registry.tools) - set(self.policy.never_remote_tools)
+        return self.registry.specs(set(self.registry.candidates(text, allowed).offered))
+
+    async def _locally(self, turn: Turn, reason: str, *, may_escalate: bool = False) -> None:
+        await answer_locally(
+            self.local,
+            turn,
+            self._candidates(turn.request.text),
+            self.peer_id,
+            self.settings.limits,
+            reason=reason,
+            threshold=self.policy.confidence_threshold if may_escalate else None,
+        )
+
+    async def _answer(self, turn: Turn, turns: int) -> None:
+        asked = turn.request.route
+        if asked == "local":  # the phone's own model, as asked: the home is not dialled
+            return await self._locally(turn, "local route requested")
+        if not self.paired:
+            if asked == "remote":
+                raise HearthError(ErrorCode.INVALID_INPUT, "not paired: run `hearth pair -`")
+            return await self._locally(turn, "not paired with a home node")
+        async with self._node() as link:
+            turn.result.node = link.node
+            t0 = time.monotonic()
+            if asked == "auto" and link is self.link and link.dialled:
+                reachable = link.connected  # the kept link knows: no dial on the way
+            else:
+                reachable = await link.ensure()
+            turn.result.timings["connect_ms"] = round((time.monotonic() - t0) * 1000, 1)
+            text = turn.request.text
+            seen = RouteInput(
+                text=text,
+                candidate_tools=len(self.registry.candidates(text).matched),
+                conversation_turns=turns,
+                node_reachable=reachable,
+                node_reason=link.reason,
+                node_latency_ms=link.latency_ms,
+                device=device_context(),
+                document_chars=sum(d.chars for d in turn.documents),
+            )
+            decision = decide(seen, self.policy, asked)
+            home_route = decide(dataclasses.replace(seen, node_reachable=True), self.policy)
+            if not reachable and (asked == "remote" or home_route.route == "remote"):
+                declined = await self._by_friend(link, turn)
+                if declined is None:  # a friend's node planned it
+                    return
+                if asked == "remote":
+                    raise link.error or HearthError(ErrorCode.UNREACHABLE, link.reason)
+                decision = dataclasses.replace(decision, reason=f"{decision.reason}; {declined}")
+                if self._keep_for_home(turn):
+                    reason = f"{decision.reason}; kept for the home node, sent when it is back"
+                    return await self._locally(turn, reason)
+            if decision.route == "local":
+                may_escalate = decision.may_escalate and reachable
+                try:
+                    return await self._locally(turn, decision.reason, may_escalate=may_escalate)
+                except HearthError as exc:
+                    if not may_escalate:
+                        raise
+                    decision = Decision("remote", f"escalated: {exc.message}")
+                    turn.result.escalated = True
+            try:
+                await self._remotely(link, turn, decision.reason)
+            except HearthError as exc:
+                if asked != "auto" or exc.code not in FALLBACK:
+                    raise
+                await self._locally(
+                    turn, f"home node lost mid-request ({exc.message}): answered locally"
+                )
+
+    async def _by_friend(self, link: NodeLink, turn: Turn) -> str | None:
+        """Plan on a friend's node while the home is unreachable, as the owner's
+        `friend_planners` allows (`ask`: the user is asked once per request, naming the
+        friends); the friends are tried in order. None when one planned, else why none
+        did (the policy, the user, or each friend's refusal)."""
+        from hearth.protocol.transport.addressbook import AddressBook
+
+        from .friends import friend_planners
+
+        allowed = self.policy.friend_planners
+        if allowed == "never":
+            return "no friend's node may plan (policy friend_planners = never)"
+        roster = link.roster.roster
+        book = AddressBook(self.home)
+        friends = friend_planners(roster, book.get, self.policy, False, now=time.time())
+        if not friends:
+            return "no friend's node holds the planner role"
+        if allowed == "ask":
+            question = may_plan(friends, turn.result.request_id)
+            if not await turn.executor.confirmer.confirm(question):
+                return "you did not let a friend's node plan it"
+        refusals = []
+        for friend in friends:
+            try:
+                reason = f"the home node is unreachable: planned by friend {named(friend)}"
+                await self._remotely(link, turn, reason, friend)
+                return None
+            except HearthError as exc:
+                if exc.code not in FRIEND_DECLINED:
+                    raise
+                refusals.append(f"friend {named(friend)}: {exc.message}")
+        return "; ".join(refusals)
+
+    def _keep_for_home(self, turn: Turn) -> bool:
+        """Keep a request the home would have planned, for when it is back (the policy's
+        `wait_for_home`); True if it is kept (the turn is then `deferred`)."""
+        if not self.policy.wait_for_home:
+            return False
+        result = turn.result
+        try:
+            self.inbox.keep(result.request_id, result.conversation_id, turn.request, time.time())
+        except HearthError:  # too many waiting already: answered locally only
+            return False
+        result.deferred = True
+        return True
+
+    async def _deliver(self, link: NodeLink) -> None:
+        """Send what waits for the home, now that the link is up; each answer goes into
+        its conversation. Nobody is there to confirm: a step that needs it is refused."""
+
+        async def send(kept: Kept) -> AskResult:
+            if not link.connected:
+                raise NotSent
+            turn = Turn(
+                kept.request,
+                AskResult(
+                    request_id=kept.request_id,
+                    conversation_id=kept.conversation_id,
+                    node=link.node,
+                    served_by="companion",
+                ),
+                discard,
+                anyio.Event(),
+                self.executor(Scripted(None)),
+            )
+            conversation_id = kept.conversation_id
+            if conversation_id is not None:
+                self._recall(turn, conversation_id)
+            await self._remotely(link, turn, "sent when the home node came back")
+            if conversation_id is not None:
+                self.conversations.append(
+                    conversation_id, kept.request.text, turn.result, turn.private_steps
+                )
+            return turn.result
+
+        await deliver(self.inbox, send)
+
+    def _plan_request(
+        self,
+        turn: Turn,
+        tools: list[ToolSpec],
+        conversation: list[ChatMessage],
+        limits: dict[str, Any] | None = None,
+    ) -> PlanRequest:
+        request = turn.request
+        documents = zip(turn.documents, turn.documents_sent, strict=False)
+        try:
+            planned = PlanRequest(
+                request_id=turn.result.request_id,
+                tools=tools,
+                limits=self.settings.limits.model_copy(update=limits or {}),
+                conversation=conversation,
+                device=device_context(),
+                tool_choice=request.tool_choice,
+                thinking=request.thinking,
+                documents=[d.part() for d, sent in documents if sent],
+            )
+        except ValidationError as exc:  # documents beyond the request's limits, say
+            problem = exc.errors(include_url=False, include_input=False)[0]
+            raise HearthError(ErrorCode.INVALID_INPUT, problem["msg"]) from None
+        return turn.executor.egress.request(planned)
+
+    async def _remotely(
+        self, link: NodeLink, turn: Turn, reason: str, friend: FriendPlanner | None = None
+    ) -> None:
+        """Plan on the home node, or on `friend`'s with what a friend may see."""
+        from .remote import answer_remotely
+
+        text = turn.request.text
+        where = Destination.HOME if friend is None else Destination.FRIEND
+        conversation = [*turn.history[where], ChatMessage(role="user", content=text)]
+        turn.documents_sent = await release(
+            turn.documents,
+            self.policy,
+            turn.executor.confirmer,
+            request_id=turn.result.request_id,
+            destination=where,
+        )
+        request = self._plan_request(turn, self._remote_tools(text), conversation)
+        await answer_remotely(link, turn, request, reason, friend)
+
+    # -- an app's own tools -------------------------------------------------------------
+
+    async def complete(
+        self,
+        messages: list[ChatMessage],
+        tools: list[ToolSpec],
+        route: Literal["auto", "local", "remote"],
+        events: EventSink,
+        cancel: anyio.Event,
+        tool_choice: Literal["auto", "required", "none"] = "auto",
+    ) -> Completion:
+        """Plan with an app's own tools (an OpenAI client's) and return the calls for
+        the app to run: nothing is executed on the phone. `auto` plans on the home node
+        when it is reachable, else locally."""
+        if not messages:
+            raise HearthError(ErrorCode.INVALID_INPUT, "no messages")
+        *earlier, last = messages
+        text = last.content if last.role == "user" else None
+        try:
+            asked = AskRequest(
+                text=text or "",
+                route=route,
+                tool_choice=tool_choice,
+                history=earlier if text else messages,
+            )
+        except ValidationError as exc:
+            problem = exc.errors(include_url=False, include_input=False)[0]
+            raise HearthError(ErrorCode.INVALID_INPUT, f"messages: {problem['msg']}") from None
+        turn = Turn(
+            asked,
+            AskResult(request_id=uuid.uuid4().hex, served_by="companion"),
+            events,
+            cancel,
+            self.executor(Scripted(None)),
+        )
+        if route != "local" and self.paired:
+            async with self._node() as link:
+                if await link.ensure():
+                    return await self._complete_remotely(link, turn, messages, tools)
+                if route == "remote":
+                    raise link.error or HearthError(ErrorCode.UNREACHABLE, link.reason)
+        turn.history[Destination.PHONE] = list(turn.request.history)
+        result = await local_plan(
+            self.local, turn, tools, self.peer_id, self.settings.limits, text=text
+        )
+        calls = [
+            ClientToolCall(id=f"call_{uuid.uuid4().hex[:24]}", name=s.tool, arguments=s.arguments)
+            for s in (result.plan.steps if result.plan else [])
+        ]
+        return Completion(answer=result.answer, calls=calls, route="local", reason="on the phone")
+
+    async def _complete_remotely(
+        self, link: NodeLink, turn: Turn, messages: list[ChatMessage], tools: list[ToolSpec]
+    ) -> Completion:
+        """One plan from the node, its calls returned; the node hears every step was
+        `skipped` ("returned to the app") and writes no more plans (two rounds at most)."""
+        from hearth.protocol.wire.messages import Observation
+
+        from .remote import plan_session
+
+        request = self._plan_request(turn, tools, messages, {"max_rounds": 2})
+        request = request.model_copy(update={"tools": tools})  # the app's: never filtered
+        calls: list[ClientToolCall] = []
+
+        async def hand_back(plan: Any, _state: Any) -> list[Observation]:
+            if not calls:
+                calls.extend(
+                    ClientToolCall(id=f"call_{s.id}", name=s.tool, arguments=s.arguments)
+                    for s in plan.steps
+                )
+            return [Observation(step_id=s.id, status="skipped", error=RETURNED) for s in plan.steps]
+
+        outcome, _ = await plan_session(link, turn, request, hand_back)
+        return Completion(
+            answer="" if calls else outcome.final.answer,
+            calls=calls,
+            route="remote",
+            reason="planned on the home node",
+        )
+
+    # -- reporting ----------------------------------------------------------------------
+
+    async def status(self) -> StatusResult:
+        """`hearth status --json`: the paired nodes, reachable or not and why."""
+        from hearth.protocol.console import reason_about
+
+        out = StatusResult(peer_id=self.peer_id)
+        if not self.paired:
+            return out
+        from hearth.protocol.transport.addressbook import AddressBook
+        from hearth.protocol.transport.health import ask_health
+        from hearth.protocol.wire.roster import Role
+
+        async with self._node() as link:
+            book = AddressBook(self.home)
+            for member in link.roster.roster.members:
+                if not ({Role.HOME, Role.PLANNER} & member.roles):
+                    continue
+                entry = NodeStatus(peer_id=member.peer_id, name=member.name)
+                try:
+                    t0 = time.monotonic()
+                    health = await ask_health(link.host, member.peer_id, book.get(member.peer_id))
+                    entry.latency_ms = round((time.monotonic() - t0) * 1000, 1)
+                    entry.reachable = True
+                    if health.model is not None:
+                        entry.model = health.model.model_dump(mode="json")
+                except HearthError as exc:
+                    entry.reason = reason_about(member.peer_id, exc)
+                out.nodes.append(entry)
+        return out
+
+    async def search(self, query: str, hops: int = 2, limit: int = 10) -> SearchResult:
+        """`hearth search`: a peer-routed search; onion keys come from the home node."""
+        from hearth.protocol.transport.addressbook import AddressBook
+        from hearth.search.onion import Directory
+        from hearth.search.route import pull_directory, search
+
+        async with self._node() as link:
+            if not await link.ensure():
+                raise link.error or HearthError(ErrorCode.UNREACHABLE, link.reason)
+            directory = Directory()
+            roster = link.roster.roster
+            await pull_directory(
+                link.host, link.node, directory, roster, AddressBook(self.home).get(link.node)
+            )
+            outcome = await search(
+                link.host,
+                directory.usable(roster, time.time()),
+                roster,
+                own_node=link.node,
+                query=query,
+                hops=hops,
+                limit=limit,
+            )
+        return SearchResult(
+            query=query,
+            hops=outcome.hops,
+            results=[SearchHit(**r.__dict__) for r in outcome.results],
+            truncated=outcome.truncated,
+            attempts=outcome.attempts,
+        )
+
+    def tools(self) -> ToolsResult:
+        """`hearth tools --json`: the manifest (MCP servers' tools mounted) and warnings."""
+        manifest = self.registry.manifest()
+        for entry in manifest:
+            entry["description"] = self.registry.tools[entry["name"]].description
+        return ToolsResult(tools=manifest, warnings=self.warnings)
+
+    def audit(self, verify: bool) -> AuditResult:
+        """`hearth audit --json`: every record, and with `verify` whether the chain holds."""
+        return audit_report(self.home, verify)
+
+
+def audit_report(home: Path, verify: bool) -> AuditResult:
+    """`hearth audit --json` for `home`, readable without a `Service`: an audit database
+    too damaged to open stops a Service, and `--verify` must still say it is unreadable."""
+    try:
+        log = AuditLog(home)
+        records = log.records()
+        verified, problem = log.verify() if verify else (None, "")
+    except sqlite3.DatabaseError as exc:
+        if not verify or isinstance(exc, sqlite3.OperationalError):
+            raise
+        records, verified, problem = [], False, f"the audit database is unreadable ({exc})"
+    return AuditResult(
+        records=[AuditRecordView.model_validate(r) for r in records],
+        verified=verified,
+        problem=problem or None,
+    )

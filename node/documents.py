@@ -1,0 +1,308 @@
+"""Reading a request's documents before planning: whole when they fit, else map-reduce.
+
+The planner's context has room for the tools, the conversation, the answer and
+some document text. Documents that fit go in whole. A longer one is cut into
+disjoint chunks that each fit the context with a short instruction (so every
+token of it is read exactly once in the map stage), each chunk is summarised by
+the model within a bounded number of tokens, and the summaries are combined
+(reduce): joined when they fit, else read again the same way, a bounded number of
+times. `Progress(stage="reading")` frames say which chunk is being read. A
+document is untrusted input: the plans made after reading it say so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import weakref
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from hearth.protocol.model.runtime import LlamaRuntime, Sampling
+from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.protocol.wire.messages import DocumentPart, Limits, UntrustedInput
+
+from .backends import Backend, Conversation, LlamaCppBackend
+
+UNKNOWN_CONTEXT = 4096  # tokens, for an upstream that does not say its context
+TEMPLATE_MARGIN = 384  # tokens an upstream's chat template may add around messages and tools
+WRAPPER = 32  # tokens of the message that carries one document to the planner
+MAP_TEMPLATE = 64  # tokens the chat template adds around the map instruction and a chunk
+MAX_SUMMARY_TOKENS = 256
+MAX_LEVELS = 3  # reduce passes before what is left is cut to fit
+CUT = "\n…(the rest did not fit)"
+MAP_INSTRUCTION = (
+    "You read one part of a longer document for someone planning a task with it. "
+    "Summarise this part: keep names, dates, times, places, numbers and decisions; "
+    "drop everything else. Answer with the summary only."
+)
+
+# markers of the common chat templates, broken for every backend (an upstream's tokenizer is
+# unknown): ChatML, Llama 3, Phi `<|…|>` (DeepSeek's with U+FF5C for `|`), Qwen's
+# `<tool_call>`, `<think>`…, Gemma's turns, Mistral's and Llama 2's `[INST]`…, `<s>`, `</s>`
+COMMON_MARKERS = (
+    r"<(?=[|\uff5c])|<(?=/?(?:tool_call|tool_response|think|start_of_turn|end_of_turn|s)>)"
+    r"|\[(?=/?(?:INST|TOOL_CALLS|TOOL_RESULTS|AVAILABLE_TOOLS|SYSTEM_PROMPT)\])"
+)
+# the vocabulary's tokens that a tokenizer reading special tokens matches in text
+SPECIAL_ATTRS = 1 | 8 | 16  # llama.cpp's LLAMA_TOKEN_ATTR_UNKNOWN | CONTROL | USER_DEFINED
+_specials: weakref.WeakKeyDictionary[LlamaRuntime, list[str]] = weakref.WeakKeyDictionary()
+
+Count = Callable[[str], int]
+# (stage, document, chunk, chunks): stage "reading" the document, "combining" its summaries
+OnChunk = Callable[[str, int, int, int], Awaitable[None]]
+
+
+class Inert:
+    """Breaks every chat-template marker in untrusted text (`<|im_end|>` → `< |im_end|>`), so
+    that the tokenizer reads a document as text, never as a turn, a call or a thought: the
+    common templates' markers, and `specials` (the node's own model's special tokens)."""
+
+    def __init__(self, specials: list[str] | None = None) -> None:
+        words = {w for w in specials or () if len(w) > 1 and not any(c.isspace() for c in w)}
+        trie = _trie(sorted(words))
+        self.pattern = re.compile(COMMON_MARKERS + (f"|{trie}" if trie else ""))
+
+    def __call__(self, text: str) -> str:
+        # a space inside one marker may leave another that overlapped it (markers hold no
+        # whitespace, so a space never makes one): again until none is left
+        while (broken := self.pattern.sub(_break, text)) != text:
+            text = broken
+        return text
+
+
+def _break(match: re.Match[str]) -> str:
+    return f"{match[0][0]} {match[0][1:]}"
+
+
+def _trie(words: list[str]) -> str:
+    """One regex for `words`, as a trie (thousands of special tokens cost a lookup of
+    their first character per position, not one test each)."""
+    root: dict[str, Any] = {}
+    for word in words:
+        node = root
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def walk(node: dict[str, Any]) -> str:
+        branches = [re.escape(char) + walk(child) for char, child in node.items() if char]
+        if not branches:
+            return ""
+        if len(branches) == 1 and "" not in node:
+            return branches[0]
+        return "(?:" + "|".join(branches) + ")" + ("?" if "" in node else "")
+
+    return walk(root)
+
+
+def special_tokens(backend: Backend) -> list[str]:
+    """The texts of the node's own model's special tokens (none known for an upstream)."""
+    if not isinstance(backend, LlamaCppBackend):
+        return []
+    runtime = backend.runtime
+    if runtime not in _specials:
+        import llama_cpp
+
+        vocab = llama_cpp.llama_model_get_vocab(runtime.llm.model)
+        _specials[runtime] = [
+            bytes(runtime.llm.detokenize([t], special=True)).decode("utf-8", "replace")
+            for t in range(runtime.llm.n_vocab())
+            if llama_cpp.llama_vocab_get_attr(vocab, t) & SPECIAL_ATTRS
+        ]
+    return _specials[runtime]
+
+
+def token_counter(backend: Backend) -> Count:
+    """Exact counts with the node's own model; an upstream's tokenizer is unknown, so
+    its text is counted as one token per two bytes (more than any real tokenizer)."""
+    if isinstance(backend, LlamaCppBackend):
+        runtime = backend.runtime
+        return lambda text: len(runtime.tokenize(text))
+    return lambda text: (len(text.encode()) + 1) // 2
+
+
+@dataclass
+class DocumentReading:
+    """How one document was read."""
+
+    name: str
+    pages: int
+    tokens: int  # of the document
+    chunks: int = 0  # 0: it went in whole
+    chunk_tokens: int = 0  # the document's tokens as the map stage read them
+    evaluated: int = 0  # tokens the model evaluated in the map stage (instruction included)
+    text: str = ""  # what planning gets: the document, or its combined summaries
+
+    @property
+    def once_share(self) -> float:
+        """The share of the document's tokens read exactly once in the map stage (chunks
+        are disjoint: 1.0 but for tokens split differently at a chunk's edge)."""
+        if not self.chunks:
+            return 1.0
+        return min(self.tokens, self.chunk_tokens) / max(self.tokens, self.chunk_tokens, 1)
+
+
+@dataclass
+class Reading:
+    """What planning gets from the documents: messages for the conversation, and the
+    untrusted inputs the plans must name."""
+
+    documents: list[DocumentReading] = field(default_factory=list)
+
+    def messages(self) -> list[dict[str, Any]]:
+        out = []
+        for doc in self.documents:
+            how = f", read in {doc.chunks} parts and summarised" if doc.chunks else ""
+            pages = f", {doc.pages} pages" if doc.pages else ""
+            out.append(
+                {
+                    "role": "user",
+                    "content": f"Attached document {json.dumps(doc.name)}{pages}{how}:\n{doc.text}",
+                }
+            )
+        return out
+
+    def untrusted(self) -> list[UntrustedInput]:
+        return [
+            UntrustedInput(
+                tool="document",
+                source=doc.name,
+                digest=hashlib.sha256(doc.text.encode()).digest(),
+            )
+            for doc in self.documents
+        ]
+
+
+class DocumentReader:
+    """Reads documents with one backend, within one request's limits."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        sampling: Sampling,
+        cancel: anyio.Event,
+        on_chunk: OnChunk,
+        count: Count | None = None,
+    ) -> None:
+        self.backend = backend
+        self.sampling = sampling
+        self.cancel = cancel
+        self.on_chunk = on_chunk
+        self.count = count or token_counter(backend)
+        self.inert = Inert(special_tokens(backend))
+        self.n_ctx = backend.info.n_ctx or UNKNOWN_CONTEXT
+        self.summary_tokens = max(16, min(MAX_SUMMARY_TOKENS, self.n_ctx // 8))
+        overhead = self.count(MAP_INSTRUCTION) + MAP_TEMPLATE
+        self.chunk_tokens = max(1, self.n_ctx - self.summary_tokens - overhead)
+
+    def room(self, limits: Limits, conv: Conversation, documents: int) -> int:
+        """Tokens left for `documents` documents once the planning prompt (rendered with
+        the node's own template, or estimated for an upstream) and the answer have theirs."""
+        if isinstance(self.backend, LlamaCppBackend):
+            prompt = self.backend.template.render(conv.messages, conv.tools, thinking=conv.thinking)
+            used = self.count(prompt)
+        else:
+            used = self.count(json.dumps([conv.messages, conv.tools])) + TEMPLATE_MARGIN
+        thought = limits.max_thinking_tokens if conv.thinking else 0
+        return max(0, self.n_ctx - used - limits.max_tokens - thought - WRAPPER * documents)
+
+    async def read(self, documents: list[DocumentPart], room: int) -> Reading:
+        """Each document whole if all fit in `room`, else each within its share of it."""
+        texts = [self.inert(d.text) for d in documents]
+        counts = [await anyio.to_thread.run_sync(self.count, t) for t in texts]
+        readings = [
+            DocumentReading(name=self.inert(d.name), pages=d.pages, tokens=n, text=t)
+            for d, t, n in zip(documents, texts, counts, strict=True)
+        ]
+        if sum(counts) <= room:
+            return Reading(readings)
+        share = room // len(documents)
+        for index, reading in enumerate(readings):
+            if reading.tokens > share:
+                await self._reduce(index, reading, share)
+        return Reading(readings)
+
+    async def _reduce(self, index: int, reading: DocumentReading, share: int) -> None:
+        text = reading.text
+        for level in range(MAX_LEVELS):
+            chunks = await anyio.to_thread.run_sync(self._chunks, text)
+            summaries = []
+            for number, chunk in enumerate(chunks, 1):
+                await self.on_chunk(
+                    "combining" if level else "reading", index, number, len(chunks)
+                )
+                summaries.append(await self._summary(reading, chunk, number, len(chunks), level))
+            if level == 0:
+                reading.chunks = len(chunks)
+            # a summary of untrusted text is untrusted text: its markers are broken too
+            parts = (f"[part {i}] {s.strip()}" for i, s in enumerate(summaries, 1))
+            text = self.inert("\n".join(parts))
+            if self.count(text) <= share:
+                break
+        reading.text = self._cut(text, share)
+
+    async def _summary(
+        self, reading: DocumentReading, chunk: str, number: int, chunks: int, level: int
+    ) -> str:
+        tokens = self.count(chunk)
+        conv = Conversation(
+            messages=[
+                {"role": "system", "content": MAP_INSTRUCTION},
+                {"role": "user", "content": f"Part {number} of {chunks}:\n{chunk}"},
+            ],
+            tools=[],
+        )
+        result = await self.backend.generate(
+            conv,
+            grammar=None,
+            max_tokens=self.summary_tokens,
+            on_text=_ignore,
+            cancel=self.cancel,
+            sampling=self.sampling,
+        )
+        if result.finish == "cancelled":
+            raise HearthError(ErrorCode.CANCELLED, "plan session cancelled")
+        if level == 0:  # the document itself, not summaries of it
+            reading.chunk_tokens += tokens
+            reading.evaluated += result.prompt_tokens
+        return result.text
+
+    def _chunks(self, text: str) -> list[str]:
+        """Disjoint, in order, each within `chunk_tokens`; cut at a page, line or word
+        break where one is near (blocking: tokenizes)."""
+        total = max(1, self.count(text))
+        per_token = len(text) / total
+        width = max(1, int(self.chunk_tokens * per_token * 0.9))
+        chunks: list[str] = []
+        start = 0
+        while start < len(text):
+            end = min(len(text), start + width)
+            if end < len(text):
+                for brk in ("\f", "\n", " "):
+                    at = text.rfind(brk, start + width // 2, end)
+                    if at > start:
+                        end = at + 1
+                        break
+            while end - start > 1 and self.count(text[start:end]) > self.chunk_tokens:
+                end = start + (end - start) // 2  # dense text: fewer characters per token
+            chunks.append(text[start:end])
+            start = end
+        return chunks
+
+    def _cut(self, text: str, tokens: int) -> str:
+        """`text` within `tokens` (a marker says what was cut)."""
+        if self.count(text) <= tokens:
+            return text
+        keep = max(0, int(len(text) * tokens / max(1, self.count(text)) * 0.9) - len(CUT))
+        while keep and self.count(text[:keep] + CUT) > tokens:
+            keep //= 2
+        return text[:keep] + CUT
+
+
+async def _ignore(_: str) -> None:
+    return None

@@ -1,0 +1,192 @@
+"""The Python API: `Companion` over an in-process Service with the tiny local model, an
+app's own tools registered by decorator and run by the executor, typed results."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+from pydantic import BaseModel
+
+from hearth.companion import Companion
+from hearth.companion.confirm import Confirmation, Scripted
+from hearth.companion.events import AnswerEvent, RouteEvent
+from hearth.companion.executor import SessionState
+from hearth.companion.local import local_plan
+from hearth.companion.results import AskResult
+from hearth.protocol.wire.errors import ErrorCode, HearthError
+
+from .nodes import init_phone
+
+pytestmark = pytest.mark.timeout(300)
+PHONE = "12D3KooWphone"  # the signer of the plans these tests hand the executor
+
+
+@pytest.fixture(scope="module")
+def phone(tmp_path_factory: pytest.TempPathFactory, tiny_models) -> Path:
+    """A phone home with the tiny local model, not paired (everything runs on it)."""
+    home = tmp_path_factory.mktemp("app") / "phone"
+    init_phone(home, tiny_models[1], noise=True)
+    return home
+
+
+class Forecast(BaseModel):
+    city: str
+    sky: str
+
+
+def test_importing_the_package_loads_neither_the_sdk_nor_the_model() -> None:
+    code = (
+        "import sys, hearth.companion as c\n"
+        "heavy = {'hearth.companion.sdk', 'llama_cpp', 'libp2p', 'starlette'} & set(sys.modules)\n"
+        "assert not heavy, heavy\n"
+        "assert c.Companion.__module__ == 'hearth.companion.sdk'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_the_model_calls_an_app_tool_registered_by_decorator(phone: Path) -> None:
+    called: list[str] = []
+
+    async def main() -> AskResult:
+        async with Companion(phone, resident=False) as companion:
+
+            @companion.tool(tier="read-only", description="Look up a zorblax by its code")
+            async def zorblax_lookup(code: str) -> Forecast:
+                called.append(code)
+                return Forecast(city=code, sky="clear")
+
+            return await companion.ask(
+                "zorblax lookup for this code", route="local", tool_choice="required"
+            )
+
+    result = trio.run(main)
+    assert result.route == "local" and result.plan is not None
+    [step] = result.plan.steps
+    assert step.tool == "zorblax_lookup" and step.status == "ok", step
+    assert called == [step.arguments["code"]]  # validated against the schema from the hints
+    assert step.result == {"city": called[0], "sky": "clear"}  # a pydantic result, as JSON
+
+
+def test_app_tools_run_through_the_executor_with_their_tier_and_control_args(phone: Path) -> None:
+    sent: list[tuple[str, str]] = []
+
+    async def main() -> tuple[list, list, dict]:
+        async with Companion(phone, resident=False) as companion:
+
+            @companion.tool(tier="irreversible", control_args=["to"])
+            def wire_money(to: str, cents: int) -> str:  # a sync function runs in a thread
+                """Send money to an account."""
+                sent.append((to, str(cents)))
+                return "sent"
+
+            asked: list[Confirmation] = []
+
+            class Approver:
+                async def confirm(self, request: Confirmation) -> bool:
+                    asked.append(request)
+                    return True
+
+            plan = local_plan(PHONE, [("wire_money", {"to": "alice", "cents": 5})])
+            refused = await companion.service.executor(Scripted(False)).execute(
+                plan, SessionState()
+            )
+            plan = local_plan(PHONE, [("wire_money", {"to": "bob", "cents": 7})])
+            approved = await companion.service.executor(Approver()).execute(plan, SessionState())
+            manifest = {t["name"]: t for t in companion.tools().tools}
+            assert [a.tool for a in asked] == ["wire_money"]
+            return refused, approved, manifest["wire_money"]
+
+    refused, approved, entry = trio.run(main)
+    assert refused[0].status == "refused" and approved[0].status == "ok"
+    assert sent == [("bob", "7")]  # the refused call never reached the app's function
+    assert entry["tier"] == "irreversible" and entry["control_args"] == ["to"]
+    assert entry["source"] == "app"
+    assert entry["schema"]["required"] == ["to", "cents"]
+    assert entry["schema"]["properties"]["cents"]["type"] == "integer"
+
+
+def test_an_app_tool_gets_its_arguments_as_the_types_its_hints_name(phone: Path) -> None:
+    got: list[object] = []
+
+    async def main() -> list:
+        async with Companion(phone, resident=False) as companion:
+
+            @companion.tool(tier="read-only")
+            async def forecast_keep(forecast: Forecast, day: dt.date) -> str:
+                """Keep a forecast."""
+                got.extend([forecast, day])
+                return "kept"
+
+            kept = {"forecast": {"city": "Lyon", "sky": "rain"}, "day": "2026-12-24"}
+            plan = local_plan(PHONE, [("forecast_keep", kept)])
+            return await companion.service.executor(Scripted(False)).execute(plan, SessionState())
+
+    [observation] = trio.run(main)
+    assert observation.status == "ok" and observation.result == "kept"
+    assert got == [Forecast(city="Lyon", sky="rain"), dt.date(2026, 12, 24)]
+
+
+def test_a_tool_without_type_hints_or_with_an_unknown_control_arg_is_refused(
+    phone: Path,
+) -> None:
+    companion = Companion(phone, resident=False)
+
+    with pytest.raises(TypeError, match="type hint"):
+
+        @companion.tool(tier="read-only")
+        async def untyped(value) -> None:  # type: ignore[no-untyped-def]
+            """No schema can be made of this."""
+
+    with pytest.raises(TypeError, match="no parameter recipient"):
+
+        @companion.tool(tier="irreversible", control_args=["recipient"])
+        async def send(to: str) -> None:
+            """Send."""
+
+
+def test_a_stream_tells_the_route_then_answers_and_results_are_typed(phone: Path) -> None:
+    async def main() -> tuple[list, object, object]:
+        async with Companion(phone, resident=False) as companion:
+            with trio.fail_after(240):
+                events = [e async for e in companion.stream("hello there", route="local")]
+            conversations = companion.conversations()
+            audit = companion.audit(verify=True)
+            return events, conversations, audit
+
+    events, conversations, audit = trio.run(main)
+    assert isinstance(events[-1], AnswerEvent), events[-1]
+    assert any(isinstance(e, RouteEvent) and e.route == "local" for e in events)
+    result = events[-1].result
+    assert result.conversation_id in {c.id for c in conversations.conversations}
+    assert audit.verified is True
+    json.dumps(result.model_dump(mode="json"))  # the `hearth ask --json` object
+
+
+def test_closing_a_stream_early_cancels_its_ask(phone: Path) -> None:
+    async def main() -> None:
+        async with Companion(phone, resident=False) as companion:
+            with trio.fail_after(60):
+                events = companion.stream("tell me a long story", route="local")
+                async with events:
+                    async for _event in events:
+                        break  # the first token (or the route): enough
+            # leaving `async with` cancelled the ask; the companion closes without waiting
+
+    trio.run(main)
+
+
+def test_one_companion_holds_a_home_at_a_time(phone: Path) -> None:
+    async def main() -> None:
+        async with Companion(phone, resident=False):
+            with pytest.raises(HearthError) as second:
+                async with Companion(phone, resident=False):
+                    pass
+            assert second.value.code is ErrorCode.BUSY
+
+    trio.run(main)
