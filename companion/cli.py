@@ -139,6 +139,12 @@ def ask(
     continue_last: Annotated[
         bool, typer.Option("--continue", help="Continue the most recent conversation.")
     ] = False,
+    attach: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--attach", help="A document for this request (text, Markdown, HTML, PDF); repeatable."
+        ),
+    ] = None,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -165,6 +171,8 @@ def ask(
             thinking=think,
             conversation_id=conversation,
             continue_last=continue_last,
+            # absolute: a resident companion reads them from its own working directory
+            attachments=[os.path.abspath(path) for path in attach or []],
             confirm="yes" if yes else "no" if no else "ask",
         )
         directory = _home(home)

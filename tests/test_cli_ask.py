@@ -191,3 +191,25 @@ def test_think_keeps_the_thinking_apart_from_the_answer(real_phone: Path, route:
             continue
         assert out["thinking"].rstrip().endswith("</think>")  # one block, closed in budget
         assert "<think>" not in out["answer"] and "</think>" not in out["answer"]
+
+
+def test_attach_reads_a_document_named_relative_to_where_the_command_runs(
+    real_phone: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "trip.md").write_text("# Trip\n\nThe flight leaves at nine.\n")
+    asked = [str(BIN / "hearth"), "ask", "--json", "--route", "local", "--tool-choice", "none",
+             "--home", str(real_phone), "when does the flight leave"]  # fmt: skip
+    env = {**os.environ, "HEARTH_NO_MDNS": "1"}
+    done = subprocess.run(
+        [*asked, "--attach", "trip.md"], cwd=tmp_path, capture_output=True, text=True,
+        timeout=180, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    documents = one_json(done.stdout)["documents"]
+    assert [(d["name"], d["sent"]) for d in documents] == [("trip.md", False)]
+    missing = subprocess.run(
+        [*asked, "--attach", "nowhere.pdf"], cwd=tmp_path, capture_output=True, text=True,
+        timeout=180, env=env,
+    )  # fmt: skip
+    assert missing.returncode == 9, missing.stdout + missing.stderr
+    assert one_json(missing.stdout)["error"]["code"] == "invalid_input"
