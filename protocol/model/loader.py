@@ -41,6 +41,28 @@ def _quiet_llama_log() -> None:
 
     _llama_log.append(to_logging)
     llama_cpp.llama_log_set(to_logging, ctypes.c_void_p(0))
+    import llama_cpp._internals
+    import llama_cpp.llama
+
+    for module in (llama_cpp.llama, llama_cpp._internals):
+        setattr(module, "suppress_stdout_stderr", _KeepStreams)  # noqa: B010
+
+
+class _KeepStreams:
+    """Stands in for llama-cpp-python's `suppress_stdout_stderr`, which points file
+    descriptors 1 and 2 at /dev/null while a model loads (`verbose=False`). That is
+    process-wide: a resident process loading its model in a worker thread lost whatever
+    its other tasks printed meanwhile (an error report, its ready line). llama.cpp's log
+    already goes to `logging` (above), so there is nothing left to silence."""
+
+    def __init__(self, disable: bool = True) -> None:
+        del disable
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *_: object) -> None:
+        return None
 
 
 def default_threads() -> int:
