@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from hearth.protocol.model.chat import ChatTemplate
+from hearth.protocol.model.chat import ChatTemplate, split_at_first_user_turn
 from hearth.protocol.model.grammar import Mode, tool_grammar
 from hearth.protocol.model.limits import Sampling
 from hearth.protocol.model.toolcalls import parse_generation
@@ -27,7 +27,6 @@ if TYPE_CHECKING:  # llama.cpp and numpy load on first local use, not at every s
 
 
 LOCAL_LIMITS = Limits(max_steps=8, max_tokens=384)
-USER_TURN = "<|im_start|>user"  # the prompt before the first one (system, tools) is stable
 OnText = Callable[[str, bool], None]  # a piece of text, and whether it is thinking
 
 
@@ -135,8 +134,7 @@ class LocalModel:
             messages.append({"role": "user", "content": text})
         prompt = template.render(messages, tool_dicts, thinking=thinking)
         # the system and tools part is evaluated once per process, as on the node
-        prefix, sep, rest = prompt.partition(USER_TURN)
-        prefix, rest = (prefix, sep + rest) if sep else ("", prompt)
+        prefix, rest = split_at_first_user_turn(prompt)
         hear = on_text or (lambda _piece, _thinking: None)
         result = await anyio.to_thread.run_sync(
             lambda: runtime.generate(

@@ -22,7 +22,7 @@ import anyio
 import httpx
 import trio
 
-from hearth.protocol.model.chat import ChatTemplate
+from hearth.protocol.model.chat import ChatTemplate, split_at_first_user_turn
 from hearth.protocol.model.runtime import Finish, Generation, LlamaRuntime, Sampling, SessionMemory
 from hearth.protocol.model.toolcalls import CALL_CLOSE, CALL_OPEN
 from hearth.protocol.transport.taskgroups import single_error
@@ -40,7 +40,6 @@ log = logging.getLogger(__name__)
 STREAM_INTERVAL_S = 0.015
 MAX_CHARS_PER_TOKEN = 64  # an upstream's stream is cut past max_tokens times this
 MAX_STREAM_LINE = 1 << 20  # bytes in one line of an upstream's event stream
-USER_TURN = "<|im_start|>user"
 
 
 @dataclass
@@ -104,9 +103,7 @@ class LlamaCppBackend:
                 return "", suffix
         conv.memory = SessionMemory()  # first round, or the template re-renders history
         full = self.template.render(conv.messages, conv.tools, thinking=conv.thinking)
-        # everything before the first user turn (system prompt, tool schemas) is shared
-        prefix, sep, rest = full.partition(USER_TURN)
-        return (prefix, sep + rest) if sep else ("", full)
+        return split_at_first_user_turn(full)
 
     async def generate(
         self,

@@ -67,3 +67,14 @@ class ChatTemplate:
         if not after.startswith(before):
             return None
         return self.eos_token + "\n" + after[len(before) :]
+
+
+USER_TURN = "<|im_start|>user"
+
+
+def split_at_first_user_turn(prompt: str) -> tuple[str, str]:
+    """`(prefix, rest)`: everything before the first user turn (system prompt, tool
+    schemas) is the same for every request with the same tools, so a runtime can keep
+    it evaluated; `("", prompt)` when there is no user turn."""
+    prefix, sep, rest = prompt.partition(USER_TURN)
+    return (prefix, sep + rest) if sep else ("", prompt)
