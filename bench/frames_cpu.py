@@ -1,6 +1,7 @@
 """CPU per small-frame round trip, both ends in this process: Hearth (spec pnet +
 Noise + Yamux + roster gate, typed msgpack frames: HealthRequest → Health) against
-plain py-libp2p (TCP + Noise + Yamux, a raw 32-byte echo).
+plain py-libp2p (TCP + Noise + Yamux, a raw 32-byte echo). Also, for attribution,
+the same bytes raw over Hearth's connection (`hearth_raw`: everything but the codec).
 
     .venv/bin/python bench/frames_cpu.py [--frames 300] [--batches 7]
 
@@ -27,6 +28,7 @@ from hearth.protocol.transport.health import HEALTH_PROTOCOL
 from hearth.protocol.transport.host import host_for_home, quiet_libp2p
 from hearth.protocol.transport.probe import lay_out_homes
 from hearth.protocol.transport.streams import FrameStream
+from hearth.protocol.wire.frames import encode
 from hearth.protocol.wire.messages import Health, HealthRequest
 
 HERE = Path(__file__).parent
@@ -34,10 +36,11 @@ sys.path.insert(0, str(HERE))
 from plain_libp2p import ECHO, host  # noqa: E402
 
 LOOPBACK = ["/ip4/127.0.0.1/tcp/0"]
+RAW_PROTOCOL = "/hearth/bench-raw/1"
 
 
 async def batches(frames: int, count: int) -> dict[str, list[float]]:
-    out: dict[str, list[float]] = {"hearth": [], "reference": []}
+    out: dict[str, list[float]] = {"hearth": [], "hearth_raw": [], "reference": []}
     with tempfile.TemporaryDirectory() as tmp:
         homes = lay_out_homes(Path(tmp))
         node, phone = host_for_home(homes["node"]).host, host_for_home(homes["phone"]).host
@@ -48,6 +51,14 @@ async def batches(frames: int, count: int) -> dict[str, list[float]]:
                     await stream.send(Health(peer_id=node.peer_id, name="probe"))
 
         node.handle(HEALTH_PROTOCOL, health)
+        request = encode(HealthRequest())
+        answer = encode(Health(peer_id=node.peer_id, name="probe"))
+
+        async def raw(stream: FrameStream) -> None:
+            while await stream.read_some():
+                await stream.write(answer)
+
+        node.handle(RAW_PROTOCOL, raw)
         server, client = host(), host()
 
         async def echo(stream) -> None:  # type: ignore[no-untyped-def]
@@ -63,6 +74,7 @@ async def batches(frames: int, count: int) -> dict[str, list[float]]:
         ):
             await phone.connect(node.peer_id, node.addrs())
             ours = await phone.open(node.peer_id, HEALTH_PROTOCOL)
+            ours_raw = await phone.open(node.peer_id, RAW_PROTOCOL)
             info = info_from_p2p_addr(Multiaddr(f"{server.get_addrs()[0]}"))
             await client.connect(info)
             theirs = await client.new_stream(info.peer_id, [ECHO])
@@ -72,14 +84,21 @@ async def batches(frames: int, count: int) -> dict[str, list[float]]:
                 await ours.send(HealthRequest())
                 await ours.receive()
 
+            async def raw_trip() -> None:
+                await ours_raw.write(request)
+                got = 0
+                while got < len(answer):
+                    got += len(await ours_raw.read_some())
+
             async def plain_trip() -> None:
                 await theirs.write(payload)
                 got = b""
                 while len(got) < len(payload):
                     got += await theirs.read(len(payload) - len(got))
 
+            trips = {"hearth": hearth_trip, "hearth_raw": raw_trip, "reference": plain_trip}
             for _ in range(count):
-                for name, trip in (("hearth", hearth_trip), ("reference", plain_trip)):
+                for name, trip in trips.items():
                     await trip()  # warm
                     start = time.process_time()
                     for _ in range(frames):
@@ -100,6 +119,7 @@ def main() -> None:
     report["ratio"] = report["hearth"]["median"] / report["reference"]["median"]
     print(
         f"CPU per round trip (both ends): Hearth {report['hearth']['median']:.0f} us, "
+        f"the same bytes raw over Hearth's connection {report['hearth_raw']['median']:.0f} us, "
         f"plain py-libp2p {report['reference']['median']:.0f} us, ratio {report['ratio']:.2f}"
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -190,9 +190,9 @@ async def measure(
 
 class TokenLoop:
     """The node's llama-cpp token loop in this process, on the node's own prompt (the
-    shared tools prefix cached after the first call, as on the node). Time in
-    llama.cpp's decode is counted apart, so the loop's own share (sampling, grammar,
-    UTF-8 checks, Python) shows."""
+    shared tools prefix cached after the first call, as on the node). Each generated
+    token's decode is counted apart, wall and thread CPU, so the loop's own share
+    (sampling, grammar, UTF-8 checks, Python) shows."""
 
     def __init__(self, model: Path) -> None:
         self.backend = LlamaCppBackend(model, 4096)
@@ -202,21 +202,21 @@ class TokenLoop:
         )
         self.prefix, self.text = self.backend._text_for(conv)
         self.grammar = tool_grammar(SCHEMAS, "required", max_calls=MAX_CALLS)
-        llm = self.backend.runtime.llm
-        self.decode_s = 0.0
-        evaluate = llm.eval
+        runtime = self.backend.runtime
+        self.decode_s = self.decode_cpu_s = 0.0
+        append = runtime._append
 
-        def timed_eval(tokens: list[int]) -> None:  # measuring only: the same call, timed
-            start = time.perf_counter()
-            evaluate(tokens)
-            if len(tokens) == 1:  # generated tokens, not the prompt
-                self.decode_s += time.perf_counter() - start
+        def timed_append(token: int) -> None:  # measuring only: the same call, timed
+            start, cpu = time.perf_counter(), time.thread_time()
+            append(token)
+            self.decode_s += time.perf_counter() - start
+            self.decode_cpu_s += time.thread_time() - cpu
 
-        llm.eval = timed_eval
+        runtime._append = timed_append  # type: ignore[method-assign]
 
     def once(self) -> dict:
         stamps: list[float] = []
-        self.decode_s = 0.0
+        self.decode_s = self.decode_cpu_s = 0.0
         cpu0 = time.thread_time()
         result = self.backend.runtime.generate(
             SessionMemory(),
@@ -236,6 +236,7 @@ class TokenLoop:
             "decode_ms": decode * 1000,
             "loop_ms": (per_token - decode) * 1000,
             "cpu_per_token_ms": cpu / max(1, result.tokens) * 1000,
+            "decode_cpu_ms": self.decode_cpu_s / max(1, result.tokens) * 1000,
             "tokens": result.tokens,
             "text": result.text,
         }
@@ -356,6 +357,7 @@ def summarise(results: dict[str, list[dict]]) -> dict[str, dict]:
         "hearth-decode": stats([r["decode_ms"] for r in results["hearth-loop"]]),
         "hearth-loop": stats([r["loop_ms"] for r in results["hearth-loop"]]),
         "hearth-cpu": stats([r["cpu_per_token_ms"] for r in results["hearth-loop"]]),
+        "hearth-decode-cpu": stats([r["decode_cpu_ms"] for r in results["hearth-loop"]]),
         "llama-server-cpu": stats([r["cpu_per_token_ms"] for r in results["llama-server"]]),
         "llama-server": stats([r["per_token_ms"] for r in results["llama-server"]]),
         "hearth_tokens": median(r["tokens"] for r in results["hearth-loop"]),
@@ -402,7 +404,8 @@ def show(report: dict[str, dict]) -> None:
         f"of the loop's, llama_decode {per_token['hearth-decode']['median']:.3f} ms and "
         f"the loop's own work {per_token['hearth-loop']['median']:.3f} ms; CPU per token "
         f"{per_token['hearth-cpu']['median']:.3f} ms against llama-server's "
-        f"{per_token['llama-server-cpu']['median']:.3f} ms (whole request / tokens)"
+        f"{per_token['llama-server-cpu']['median']:.3f} ms (whole request / tokens), "
+        f"of which a token's decode {per_token['hearth-decode-cpu']['median']:.3f} ms"
     )
 
 

@@ -9,9 +9,13 @@ documents). The phone side runs in this process, as the client.
 - connect: a fresh phone host each run, dial + first stream (health) to the home,
   directly and through friend `a` (circuit relay v2); reference: plain py-libp2p
   TCP + Noise + Yamux dial + first stream to a plain host (bench/plain_libp2p.py).
+- connect through the relay as the resident companion does (`NodeLink`): one phone
+  host keeps its connection to friend `a`; each run the home link is dropped, then
+  dialled again through the circuit (HOP/STOP, Noise + Yamux inside) + first stream.
 - search: 2-hop (relay, exit) and 3-hop (two relays, exit) searches over a kept
-  connection, a fresh packet each; reference: the same query on the same index,
-  directly in process (FtsIndex.query).
+  connection and kept streams (as a resident sender keeps them), a fresh packet
+  each; reference: the same query on the same index, directly in process
+  (FtsIndex.query).
 
 Prints a table (medians, p90, ratios) and writes bench/results/swarm.json.
 """
@@ -34,9 +38,10 @@ from hearth.companion.swarmkit import Processes, last_json, pair_in_process, run
 from hearth.protocol.transport.health import ask_health
 from hearth.protocol.transport.host import host_for_home, quiet_libp2p
 from hearth.protocol.wire.errors import HearthError
+from hearth.search.hopstreams import HopStreams
 from hearth.search.index import INDEX_FILE, FtsIndex
 from hearth.search.onion import Directory
-from hearth.search.route import choose_path, pull_directory, send
+from hearth.search.route import SEARCH_PROTOCOL, choose_path, pull_directory, send
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
@@ -74,7 +79,9 @@ def set_up(tmp: Path, processes: Processes) -> dict[str, dict]:
 
 async def measure(tmp: Path, nodes: dict[str, dict], runs: int) -> dict[str, list[float]]:
     home = nodes["home"]
-    out: dict[str, list[float]] = {"direct": [], "relayed": [], "2-hop": [], "3-hop": []}
+    out: dict[str, list[float]] = {
+        "direct": [], "relayed": [], "relay kept": [], "2-hop": [], "3-hop": []
+    }  # fmt: skip
     failures: dict[str, int] = {}
     circuits: list[str] = []
     deadline = time.monotonic() + 30
@@ -98,6 +105,19 @@ async def measure(tmp: Path, nodes: dict[str, dict], runs: int) -> dict[str, lis
                     failures[kind] = failures.get(kind, 0) + 1
                     Console(stderr=True).print(f"[red]{kind} connect failed: {exc.message}")
             await trio.sleep(0.2)
+    kept = host_for_home(tmp / "phone").host
+    async with kept.run([]):
+        await ask_health(kept, home["peer_id"], circuits)  # the relay connection, kept
+        for _ in range(runs):
+            await kept.disconnect(home["peer_id"])  # the home link drops
+            await trio.sleep(0.2)
+            t0 = time.perf_counter()
+            try:
+                await ask_health(kept, home["peer_id"], circuits)
+                out["relay kept"].append((time.perf_counter() - t0) * 1000)
+            except HearthError as exc:
+                failures["relay kept"] = failures.get("relay kept", 0) + 1
+                Console(stderr=True).print(f"[red]relay kept connect failed: {exc.message}")
     phone = host_for_home(tmp / "phone")
     async with phone.host.run([]):
         directory = Directory()
@@ -107,6 +127,7 @@ async def measure(tmp: Path, nodes: dict[str, dict], runs: int) -> dict[str, lis
             )
             await trio.sleep(0.5)
         nodes_now = directory.usable(phone.roster.roster, time.time())
+        streams = HopStreams(phone.host, SEARCH_PROTOCOL)
         for hops in (2, 3):
             path = choose_path(
                 nodes_now,
@@ -116,10 +137,10 @@ async def measure(tmp: Path, nodes: dict[str, dict], runs: int) -> dict[str, lis
                 hops,
                 time.time(),
             )
-            await send(phone.host, path, "relay garden", 10)  # connections up, caches warm
+            await send(phone.host, path, "relay garden", 10, streams)  # connections, streams up
             for _ in range(runs):
                 t0 = time.perf_counter()
-                results, _ = await send(phone.host, path, "relay garden", 10)
+                results, _ = await send(phone.host, path, "relay garden", 10, streams)
                 out[f"{hops}-hop"].append((time.perf_counter() - t0) * 1000)
                 assert results, "the exit's index answered nothing"
     return {**out, "failures": failures}
@@ -165,10 +186,18 @@ def main() -> None:
             "hearth": stats(samples["relayed"]),
             "reference": ref_connect,
         },
+        "connect through a relay friend, relay connection kept": {
+            "hearth": stats(samples["relay kept"]),
+            "reference": ref_connect,
+        },
         "search 2 hops": {"hearth": stats(samples["2-hop"]), "reference": ref_search},
         "search 3 hops": {"hearth": stats(samples["3-hop"]), "reference": ref_search},
     }
-    for kind, name in (("direct", "connect direct"), ("relayed", "connect through a relay friend")):
+    for kind, name in (
+        ("direct", "connect direct"),
+        ("relayed", "connect through a relay friend"),
+        ("relay kept", "connect through a relay friend, relay connection kept"),
+    ):
         report[name]["failed"] = samples["failures"].get(kind, 0)
     for row in report.values():
         row["ratio"] = row["hearth"]["median"] / row["reference"]["median"]
@@ -187,6 +216,8 @@ def main() -> None:
     what = {
         "connect direct": "plain py-libp2p dial + first stream (fresh process)",
         "connect through a relay friend": "plain py-libp2p dial + first stream (fresh process)",
+        "connect through a relay friend, relay connection kept": "plain py-libp2p dial + "
+        "first stream (fresh process)",
         "search 2 hops": "the same query on the same FTS5 index, in process",
         "search 3 hops": "the same query on the same FTS5 index, in process",
     }

@@ -89,7 +89,7 @@ def _pdf(data: bytes, max_pages: int, max_chars: int) -> Extracted:
         texts: list[str] = []
         total = 0
         for page in reader.pages:
-            texts.append(page.extract_text() or "")
+            texts.append(_well_formed(page.extract_text() or ""))
             total += len(texts[-1])
             if total > max_chars:
                 return Extracted(problem=f"oversize: more than {max_chars} characters of text")
@@ -98,6 +98,13 @@ def _pdf(data: bytes, max_pages: int, max_chars: int) -> Extracted:
     except Exception as exc:  # pypdf raises many kinds (PdfReadError, KeyError…) on a bad file
         return Extracted(problem=f"unreadable PDF ({type(exc).__name__})")
     return Extracted(pages=pages, texts=texts)
+
+
+def _well_formed(text: str) -> str:
+    """`text` as valid Unicode: pypdf decodes a font's UTF-16 with "surrogatepass", so a
+    hostile one yields lone surrogates (which no JSON or UTF-8 can carry); a pair becomes
+    its character, a lone one U+FFFD."""
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 class _VisibleText(HTMLParser):

@@ -7,8 +7,10 @@ gives its visible text only (no scripts, styles or markup); PDF and HTML are par
 a child process bounded in time and memory (`document_text`). A document is private
 data: `release` decides per file whether it may go to the home node
 (`documents_to_home`: ask once per file and request, always, or never) and never
-lets one go to a friend's planner. `DocumentProgress` follows the node's reading
-progress and gives the `hearth ask --json` "documents" list.
+lets one go to a friend's planner. A request must fit one frame as sent (UTF-8: 200 000
+emoji are 800 000 bytes): `within_a_frame` refuses one that does not before anything is
+sent. `DocumentProgress` follows the node's reading progress and gives the
+`hearth ask --json` "documents" list.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
-from hearth.protocol.wire.messages import MAX_DOCUMENT_CHARS, DocumentPart, Progress
+from hearth.protocol.wire.frames import DEFAULT_MAX_FRAME, encode_body
+from hearth.protocol.wire.messages import MAX_DOCUMENT_CHARS, DocumentPart, PlanRequest, Progress
 
 from .confirm import Confirmation, Confirmer
 from .document_text import Kind, extract
@@ -149,6 +152,24 @@ async def release(
         )
         allowed.append(await confirmer.confirm(question))
     return allowed
+
+
+def within_a_frame(request: PlanRequest, max_frame: int = DEFAULT_MAX_FRAME) -> PlanRequest:
+    """`request`, if it fits the one frame a node reads it from; else `invalid_input`
+    saying how large it is and its documents' share, before anything is sent (the limits
+    count characters, a frame counts the bytes of their UTF-8)."""
+    size = len(encode_body(request))
+    if size <= max_frame:
+        return request
+    documents = ", ".join(
+        f"{d.name} {len(d.text.encode())} bytes" for d in request.documents
+    )
+    holds = f"; its documents as UTF-8: {documents}" if documents else ""
+    raise HearthError(
+        ErrorCode.INVALID_INPUT,
+        f"the request is {size} bytes as sent{holds}; a request to a node carries at most "
+        f"{max_frame} bytes: attach less, or ask on the phone (--route local)",
+    )
 
 
 class DocumentProgress:

@@ -3,10 +3,11 @@
 `connect` dials the address book's addresses, then today's mDNS answers (hints),
 and catches up on the roster and swarm key. A resident companion runs `keep`:
 connect, watch the connection with keepalive, re-sync on every (re)connect and on
-a period, and after a loss reconnect with a backoff capped at `MAX_BACKOFF_S`. The
-node pushes roster and key changes to connected members on `/hearth/roster/1`; the
-link adopts them as they come (only from the founder), so a resident phone never
-misses a rotation.
+a period, and after a loss reconnect with a backoff capped at `MAX_BACKOFF_S`
+(through a relay friend: over the connection to the relay kept from the last link;
+one gone silent is dialled afresh). The node pushes roster and key changes to
+connected members on `/hearth/roster/1`; the link adopts them as they come (only
+from the founder), so a resident phone never misses a rotation.
 """
 
 from __future__ import annotations
@@ -114,7 +115,8 @@ class NodeLink:
 
     def _down(self, reason: str) -> None:
         self.reachable, self.reason, self.latency_ms = False, reason, None
-        self._up = anyio.Event()
+        if self._up.is_set():  # a fresh event only once it fired: `wait_up` waits on it
+            self._up = anyio.Event()
 
     async def _connect(self) -> None:
         t0 = time.monotonic()

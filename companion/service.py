@@ -33,7 +33,7 @@ from .audit import AuditLog
 from .config import secure_home
 from .confirm import Confirmer, Scripted
 from .conversations import Conversations, history
-from .documents import Document, read_documents, release
+from .documents import Document, read_documents, release, within_a_frame
 from .egress import Destination, Policy
 from .events import AskRequest, EventSink, discard
 from .executor import Executor
@@ -65,6 +65,8 @@ from .tools.storage import PhoneData
 from .turn import Turn
 
 if TYPE_CHECKING:  # libp2p loads only when the home node is needed
+    from hearth.search.hopstreams import HopStreams
+
     from .link import NodeLink
 
 FALLBACK = (ErrorCode.UNREACHABLE, ErrorCode.TIMED_OUT)  # `auto` answers these locally
@@ -105,6 +107,7 @@ class Service:
         self.inbox = Inbox(home, self.policy.wait_for_home_max_age_s)  # one per home: it sends
         self.local = LocalModel(Path(self.settings.model) if self.settings.model else None)
         self.link: NodeLink | None = None  # the kept link, when resident and paired
+        self._search_streams: HopStreams | None = None  # kept on the kept link's host
         self._resumed = False
 
     @classmethod
@@ -419,7 +422,7 @@ class Service:
         except ValidationError as exc:  # documents beyond the request's limits, say
             problem = exc.errors(include_url=False, include_input=False)[0]
             raise HearthError(ErrorCode.INVALID_INPUT, problem["msg"]) from None
-        return turn.executor.egress.request(planned)
+        return within_a_frame(turn.executor.egress.request(planned))  # before it is sent
 
     async def _remotely(
         self, link: NodeLink, turn: Turn, reason: str, friend: FriendPlanner | None = None
@@ -558,6 +561,7 @@ class Service:
         from hearth.search.route import pull_directory, search
 
         async with self._node() as link:
+            streams = self._streams_on(link) if link is self.link else None
             if not await link.ensure():
                 raise link.error or HearthError(ErrorCode.UNREACHABLE, link.reason)
             directory = Directory()
@@ -573,6 +577,7 @@ class Service:
                 query=query,
                 hops=hops,
                 limit=limit,
+                streams=streams,
             )
         return SearchResult(
             query=query,
@@ -581,6 +586,16 @@ class Service:
             truncated=outcome.truncated,
             attempts=outcome.attempts,
         )
+
+    def _streams_on(self, link: NodeLink) -> HopStreams:
+        """The search streams to first hops the resident companion keeps (on its link's
+        host: a new host starts afresh)."""
+        from hearth.search.hopstreams import HopStreams
+        from hearth.search.route import SEARCH_PROTOCOL
+
+        if self._search_streams is None or self._search_streams.host is not link.host:
+            self._search_streams = HopStreams(link.host, SEARCH_PROTOCOL)
+        return self._search_streams
 
     def tools(self) -> ToolsResult:
         """`hearth tools --json`: the manifest (MCP servers' tools mounted) and warnings."""

@@ -5,8 +5,9 @@ phone with many requests cannot starve another. Past the bounds a request gets
 `busy` with a `retry_after` hint at once.
 
 A friend's phone (this node plans for it as a favour) comes after the node's own:
-it gets a slot only when one is free at once, no own phone is waiting and the
-friends' share (`friend_sessions`) is not used up; it never waits in the queue.
+it gets a slot only when one is free at once, no own phone is waiting, the
+friends' share (`friend_sessions`) is not used up and that phone holds fewer than its own
+(`friend_per_phone`); it never waits in the queue.
 Its sessions are not counted against the own phones' slots, so a friend's session
 never takes a slot an own phone needs.
 """
@@ -37,13 +38,20 @@ class Admission:
     """Slots for plan sessions: `async with admission.slot(peer): ...`."""
 
     def __init__(
-        self, max_active: int, max_queue: int, per_peer: int, friend_sessions: int = 0
+        self,
+        max_active: int,
+        max_queue: int,
+        per_peer: int,
+        friend_sessions: int = 0,
+        friend_per_phone: int = 1,
     ) -> None:
         self.max_active = max_active
         self.max_queue = max_queue
         self.per_peer = per_peer
         self.friend_sessions = friend_sessions
+        self.friend_per_phone = friend_per_phone
         self.friends_active = 0
+        self._friends_held: dict[str, int] = {}  # friends' sessions by phone
         self.served_for_others = 0  # friends' sessions admitted since the start
         self.stats = AdmissionStats()
         self._held: dict[str, int] = {}
@@ -110,10 +118,14 @@ class Admission:
             self._release_slot()
 
     @contextlib.asynccontextmanager
-    async def friend_slot(self) -> AsyncIterator[None]:
-        """A slot for a friend's phone, now or `busy`: own phones first."""
+    async def friend_slot(self, peer: str) -> AsyncIterator[None]:
+        """A slot for a friend's phone `peer`, now or `busy`: own phones first."""
+        held = self._friends_held.get(peer, 0)
         if self.friends_active >= self.friend_sessions:
             why = f"this node plans for at most {self.friend_sessions} friends' requests at once"
+        elif held >= self.friend_per_phone:
+            n = self.friend_per_phone
+            why = f"this node plans at most {n} requests of one friend's phone at once"
         elif self._waiting or self.stats.active + self.friends_active >= self.max_active:
             why = "this node's own phones come first, and it is busy with them"
         else:
@@ -122,11 +134,15 @@ class Admission:
             self.stats.busy += 1
             raise HearthError(ErrorCode.BUSY, why, retry_after=self._retry_after())
         self.friends_active += 1
+        self._friends_held[peer] = held + 1
         self.served_for_others += 1
         try:
             yield
         finally:
             self.friends_active -= 1
+            self._friends_held[peer] -= 1
+            if not self._friends_held[peer]:
+                del self._friends_held[peer]
 
     def _forget(self, peer: str, event: anyio.Event) -> None:
         queue = self._waiting.get(peer)

@@ -16,10 +16,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
-import httpx
 import trio
 
 from hearth.protocol.model.chat import ChatTemplate, split_at_first_user_turn
@@ -28,6 +27,9 @@ from hearth.protocol.model.toolcalls import CALL_CLOSE, CALL_OPEN
 from hearth.protocol.transport.taskgroups import single_error
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import ModelInfo
+
+if TYPE_CHECKING:
+    import httpx  # imported by the upstream backend alone: a node on llama.cpp never needs it
 
 OnText = Callable[[str], Awaitable[None]]
 
@@ -287,6 +289,8 @@ class OpenAIUpstream:
     _style: _Style = field(init=False, default=_Style.GRAMMAR)
 
     def __post_init__(self) -> None:
+        import httpx
+
         self.url = self.url.rstrip("/")
         if not self.url.endswith("/v1"):
             self.url += "/v1"
@@ -368,6 +372,8 @@ class OpenAIUpstream:
         sinks: tuple[OnText, OnText],  # (answer text, thinking)
         cancel: anyio.Event,
     ) -> _Stream:
+        import httpx
+
         got = _Stream()
         try:
             try:

@@ -16,6 +16,22 @@ from hearth.protocol.console import read_toml, validated
 CONFIG_FILE = "config.toml"
 
 
+class FriendCaps(BaseModel):
+    """`[friends]`: the most this node gives one request of a friend's phone (a phone whose
+    home is another node). A request asking for more is planned within these caps, and
+    the phone is told so (`Progress(stage="limits")`); the defaults cover what a phone
+    asks by default, so only a greedy request is cut down."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    deadline_s: Annotated[float, Field(gt=0, le=3600)] = 120.0  # also how long it holds its slot
+    max_rounds: Annotated[int, Field(ge=1, le=16)] = 4
+    max_steps: Annotated[int, Field(ge=1, le=64)] = 8
+    max_tokens: Annotated[int, Field(ge=1, le=8192)] = 1024  # per round
+    max_thinking_tokens: Annotated[int, Field(ge=1, le=32768)] = 1024
+    per_phone: Annotated[int, Field(ge=1, le=64)] = 1  # sessions one friend's phone holds at once
+
+
 class NodeConfig(BaseModel):
     """Settings of `hearth-node serve`; unknown keys are errors, so typos are caught."""
 
@@ -33,6 +49,7 @@ class NodeConfig(BaseModel):
     per_peer: Annotated[int, Field(ge=1, le=64)] = 2
     plan_for_friends: bool = False  # plan for phones whose home is another node (with `planner`)
     friend_sessions: Annotated[int, Field(ge=0, le=64)] = 1  # at once, never before own phones
+    friends: FriendCaps = FriendCaps()  # what one friend's request gets at most
     plan_ttl_s: Annotated[float, Field(gt=0, le=86400)] = 300.0
     observation_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 120.0
     request_timeout_s: Annotated[float, Field(gt=0, le=300)] = 30.0

@@ -10,6 +10,7 @@ SIGINT stop it cleanly: open sessions get a typed `cancelled` error.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import signal
@@ -57,6 +58,13 @@ MEMBER_HEALTH_S = 1.0  # the phone waits on this (its health answer), so kept sh
 FLUSH_S = 0.3
 
 
+@functools.cache
+def installed_version() -> str:
+    """Hearth's version, read from its package metadata once (a lookup is ~0.5 ms of
+    CPU; the running code does not change when the metadata does)."""
+    return version("hearth")
+
+
 async def load_backend(config: NodeConfig) -> Backend | None:
     """The configured model backend, or None (the node then answers model_not_loaded)."""
     if config.model and config.upstream:
@@ -80,7 +88,11 @@ class Node:
         self.backend = backend
         self.host, self.roster, self.swarm_keys, self.key = host_for_home(home)
         self.admission = Admission(
-            config.max_sessions, config.max_queue, config.per_peer, config.friend_sessions
+            config.max_sessions,
+            config.max_queue,
+            config.per_peer,
+            config.friend_sessions,
+            config.friends.per_phone,
         )
         self.planner = Planner(
             self.key,
@@ -92,6 +104,7 @@ class Node:
                 config.observation_timeout_s,
                 config.request_timeout_s,
                 plan_for_friends=config.plan_for_friends,
+                friend_caps=config.friends,
             ),
             roster=lambda: self.roster.roster,
         )
@@ -144,7 +157,7 @@ class Node:
             sessions=self.admission.stats.active,
             queue=self.admission.stats.queued,
             capacity=self.config.max_sessions,
-            version=version("hearth"),
+            version=installed_version(),
             addrs=self.addrs(),
         )
 

@@ -53,6 +53,7 @@ from hearth.protocol.wire.session import ENDED, PlanSession, Side
 
 from .admission import Admission
 from .backends import Backend, Conversation
+from .config import FriendCaps
 from .documents import DocumentReader, Inert, Reading, special_tokens
 
 log = logging.getLogger("hearth.planner")
@@ -75,6 +76,7 @@ class PlannerSettings:
     observation_timeout_s: float = 120.0
     request_timeout_s: float = 30.0  # a stream that sends no whole request by then is closed
     plan_for_friends: bool = False  # for phones whose home is another node (config)
+    friend_caps: FriendCaps = field(default_factory=FriendCaps)  # what one such request gets
     sampling: Sampling = field(default_factory=Sampling)  # from the node's configuration
 
 
@@ -211,13 +213,16 @@ class _Session:
         friend = self._for_a_friend()
         if friend and request.documents:  # the owner's documents never go to a friend
             raise HearthError(ErrorCode.REFUSED, "this node reads no documents for friends")
+        if friend:
+            request = await self._within_friend_caps(request)
         backend = self.planner.backend
         if backend is None:
             raise HearthError(ErrorCode.MODEL_NOT_LOADED, "this node serves no model")
         schemas = {t.function.name: dict(t.function.parameters) for t in request.tools}
         check_schemas(schemas)
         admission = self.planner.admission
-        async with admission.friend_slot() if friend else admission.slot(self.stream.peer_id):
+        peer = self.stream.peer_id
+        async with admission.friend_slot(peer) if friend else admission.slot(peer):
             try:
                 with anyio.fail_after(request.limits.deadline_s):
                     await self._rounds(request, backend, schemas)
@@ -225,6 +230,28 @@ class _Session:
                 raise HearthError(
                     ErrorCode.TIMED_OUT, f"plan deadline of {request.limits.deadline_s:g} s passed"
                 ) from exc
+
+    async def _within_friend_caps(self, request: PlanRequest) -> PlanRequest:
+        """A friend's request with its limits cut to this node's `[friends]` caps (the
+        deadline bounds how long it holds the friends' slot); the phone is told what was
+        cut. Tighter limits are within the phone's own: it still holds the planner to them."""
+        caps = self.planner.settings.friend_caps
+        cut = {
+            name: cap
+            for name, cap in caps.model_dump(exclude={"per_phone"}).items()
+            if getattr(request.limits, name) > cap
+        }
+        if not cut:
+            return request
+        said = ", ".join(f"{name} {value:g}" for name, value in cut.items())
+        await self.send(
+            Progress(
+                request_id=request.request_id,
+                stage="limits",
+                detail=f"this node plans for friends within {said}",
+            )
+        )
+        return request.model_copy(update={"limits": request.limits.model_copy(update=cut)})
 
     def _for_a_friend(self) -> bool:
         """Whether the phone is a friend's: this node did not found the swarm (only the

@@ -5,8 +5,12 @@ founder takes members' announcements (the hub members gossip through; each membe
 compares what it pulls with what it held). With the `search-relay` role a node
 peels request packets and forwards them; with `search-exit` it runs the query on
 its backend and seals the reply. Dropped packets are counted by reason; the exit
-rate-limits per previous hop and never logs a query with a peer id. The node also
-sends searches itself, for the planner's `web_search` tool.
+rate-limits per previous hop and never logs a query with a peer id. A stream
+carries packets one after another (each reply before the next packet), so a
+previous hop keeps it open between searches; streams are bounded per peer and in
+total, and one idle for `SERVE_IDLE_S` is closed. Streams to next hops are kept
+the same way (`HopStreams`). The node also sends searches itself, for the
+planner's `web_search` tool.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from hearth.protocol.transport.streams import FrameStream
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import (
     FunctionSpec,
+    Message,
     OnionKeys,
     OnionKeysRequest,
     SearchPacket,
@@ -39,6 +44,7 @@ from hearth.protocol.wire.messages import (
 )
 from hearth.protocol.wire.roster import Role
 from hearth.search.backends import Backend
+from hearth.search.hopstreams import HopStreams
 from hearth.search.index import INDEX_FILE, FtsIndex
 from hearth.search.onion import SEARCH_ROLES, Directory, EpochKeys, announce
 from hearth.search.packets import Dropped, Peeled, seal_reply, wrap_reply
@@ -47,6 +53,9 @@ from hearth.search.searxng import SearxngBackend
 
 log = logging.getLogger("hearth.search")
 GOSSIP_S = 60.0
+SERVE_PER_PEER = 16  # open search streams from one peer (a previous hop keeps up to 4)
+SERVE_TOTAL = 128
+SERVE_IDLE_S = 60.0  # a stream with no packet for this long is closed
 
 
 class SearchService:
@@ -74,6 +83,8 @@ class SearchService:
         self.drops: Counter[str] = Counter()
         self.served: Counter[str] = Counter()
         self._recent: dict[str, deque[float]] = {}
+        self._streams: Counter[str] = Counter()  # open search streams per peer
+        self.hops = HopStreams(host, SEARCH_PROTOCOL)
         host.handle(SEARCH_PROTOCOL, self.serve)
 
     def roles(self) -> frozenset[Role]:
@@ -95,10 +106,26 @@ class SearchService:
             "dropped": dict(self.drops),
             "served": dict(self.served),
             "refused_announcements": {r.value: n for r, n in self.directory.refused.items()},
+            "next_hop_streams": {"opened": self.hops.opened, "kept": self.hops.kept()},
         }
 
     async def serve(self, stream: FrameStream) -> None:
-        first = await stream.receive()
+        peer = stream.peer_id
+        if self._streams[peer] >= SERVE_PER_PEER or self._streams.total() >= SERVE_TOTAL:
+            self.drops["too_many_streams"] += 1
+            raise HearthError(ErrorCode.BUSY, "too many open search streams", retry_after=1.0)
+        self._streams[peer] += 1
+        try:
+            await self._serve(stream)
+        finally:
+            self._streams[peer] -= 1
+            if not self._streams[peer]:
+                del self._streams[peer]
+
+    async def _serve(self, stream: FrameStream) -> None:
+        first = await _next_frame(stream)
+        if first is None:
+            return
         if isinstance(first, OnionKeysRequest):
             self._refresh_own()
             await stream.send(OnionKeys(announcements=self.directory.all(time.time())))
@@ -106,7 +133,15 @@ class SearchService:
             for signed in first.announcements:
                 self.directory.add(signed, self.roster.roster, time.time())
         elif isinstance(first, SearchPacket):
-            await self._hop(stream, first)
+            packet: Message | None = first
+            while isinstance(packet, SearchPacket):  # until the peer closes or goes idle
+                await self._hop(stream, packet)
+                packet = await _next_frame(stream)
+                # the gate again, per packet: the peer may have been revoked since it opened
+                if packet is not None and not self.host.admit(stream.peer_id):
+                    raise HearthError(ErrorCode.REFUSED, "not a member of this swarm")
+            if packet is not None:
+                raise HearthError(ErrorCode.PROTOCOL_ERROR, "expected a search packet")
         else:
             raise HearthError(ErrorCode.PROTOCOL_ERROR, "expected onion keys or a search packet")
 
@@ -141,12 +176,9 @@ class SearchService:
             known = self.directory.usable(self.roster.roster, time.time()).get(next_peer)
         try:
             with anyio.fail_after(HOP_TIMEOUT_S):
-                onward = await self.host.open(
-                    next_peer, SEARCH_PROTOCOL, known.addrs if known else []
+                reply = await self.hops.exchange(
+                    next_peer, known.addrs if known else [], SearchPacket(data=peeled.packet)
                 )
-                await onward.send(SearchPacket(data=peeled.packet))
-                reply = await onward.receive()
-                await onward.close()
         except TimeoutError as exc:
             raise HearthError(ErrorCode.TIMED_OUT, "the next search hop timed out") from exc
         except HearthError as exc:
@@ -233,6 +265,7 @@ class SearchService:
             own_node=self.host.peer_id,
             query=query,
             hops=hops,
+            streams=self.hops,
         )
         content = {
             "untrusted": True,
@@ -242,6 +275,18 @@ class SearchService:
         }
         digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).digest()
         return content, UntrustedInput(tool="web_search", source=content["source"], digest=digest)
+
+
+async def _next_frame(stream: FrameStream) -> Message | None:
+    """The peer's next frame; None once it has closed the stream or sent nothing for
+    `SERVE_IDLE_S`."""
+    with anyio.move_on_after(SERVE_IDLE_S):
+        try:
+            return await stream.receive()
+        except HearthError as exc:
+            if exc.code is not ErrorCode.UNREACHABLE:
+                raise
+    return None
 
 
 def search_backend(home: Path, config: Any) -> Backend:

@@ -464,6 +464,12 @@ async def serve(
     config.accesslog = None
     config.include_server_header = False
     config.graceful_timeout = 1.0
+    # A flood of clients gets answers, not resets: connections wait in the kernel's queue
+    # (Linux caps it at net.core.somaxconn; Hypercorn's 100 overflowed at a few hundred, the
+    # kernel then resetting them), and an accepted one waits up to this for the loop to
+    # read its first request (Hypercorn's idle timer, 5 s by default, closed it unread).
+    config.backlog = 4096
+    config.keep_alive_timeout = 30.0
 
     async def _serve(*, task_status: TaskStatus[list[str]]) -> None:
         # starlette's ASGIApp and hypercorn's Framework type the same ASGI callable differently

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import html.parser
 import re
 import sqlite3
@@ -86,10 +87,17 @@ class FtsIndex:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def _connect(self) -> sqlite3.Connection:
+    @contextlib.contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        """A connection for one use: committed (rolled back on an error), then closed
+        (`sqlite3.Connection` as a context manager only commits)."""
         db = sqlite3.connect(self.path)
-        db.executescript(_SCHEMA)
-        return db
+        try:
+            with db:
+                db.executescript(_SCHEMA)
+                yield db
+        finally:
+            db.close()
 
     def add(self, paths: list[Path]) -> int:
         """Index (or re-index) the documents under `paths`; returns how many."""

@@ -23,6 +23,7 @@ from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import OnionKeys, OnionKeysRequest, SearchPacket, SearchReply
 from hearth.protocol.wire.roster import Role, Roster
 
+from .hopstreams import HopStreams
 from .onion import Directory, OnionAnnouncement
 from .packets import Dropped, Hop, Result, build, open_reply
 
@@ -82,20 +83,28 @@ def choose_path(
     return [nodes[p] for p in path]
 
 
+def one_shot(host: HearthHost) -> HopStreams:
+    """Streams to search hops that are closed after one reply (nothing kept)."""
+    return HopStreams(host, SEARCH_PROTOCOL, per_peer=0)
+
+
 async def send(
-    host: HearthHost, path: list[OnionAnnouncement], query: str, limit: int
+    host: HearthHost,
+    path: list[OnionAnnouncement],
+    query: str,
+    limit: int,
+    streams: HopStreams | None = None,
 ) -> tuple[list[Result], bool]:
-    """One attempt along `path` (a fresh packet)."""
+    """One attempt along `path` (a fresh packet), on a stream of `streams` if given."""
     packet, reply_keys = build(
         query, [hop_of(a) for a in path], int(time.time()) + PACKET_TTL_S, limit
     )
     first = path[0]
     try:
         with anyio.fail_after(HOP_TIMEOUT_S * len(path)):
-            stream = await host.open(first.peer_id, SEARCH_PROTOCOL, first.addrs)
-            await stream.send(SearchPacket(data=packet))
-            reply = await stream.receive()
-            await stream.close()
+            reply = await (streams or one_shot(host)).exchange(
+                first.peer_id, first.addrs, SearchPacket(data=packet)
+            )
     except TimeoutError as exc:
         raise HearthError(ErrorCode.TIMED_OUT, f"search through {first.peer_id} timed out") from exc
     if not isinstance(reply, SearchReply):
@@ -115,8 +124,10 @@ async def search(
     query: str,
     hops: int = 2,
     limit: int = 10,
+    streams: HopStreams | None = None,
 ) -> Outcome:
-    """Run a search; on a hop that is down, retry with another first relay, same exit."""
+    """Run a search; on a hop that is down, retry with another first relay, same exit.
+    The first hop is reached on a stream of `streams` when given (kept by its owner)."""
     now = time.time()
     path = choose_path(nodes, roster, host.peer_id, own_node, hops, now)
     exit_peer = path[-1].peer_id
@@ -125,7 +136,7 @@ async def search(
     while True:
         attempt += 1
         try:
-            results, truncated = await send(host, path, query, limit)
+            results, truncated = await send(host, path, query, limit, streams)
             return Outcome(query, hops, results, truncated, exit_peer, attempt)
         except HearthError as exc:
             retryable = (ErrorCode.UNREACHABLE, ErrorCode.TIMED_OUT, ErrorCode.REFUSED)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import httpx
-
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
 from .packets import Result
@@ -19,6 +17,8 @@ class SearxngBackend:
         self.timeout = timeout
 
     async def search(self, query: str, limit: int) -> list[Result]:
+        import httpx  # only an exit with SearXNG configured needs it
+
         try:
             async with httpx.AsyncClient(timeout=self.timeout) as client:
                 response = await client.get(

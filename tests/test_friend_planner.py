@@ -36,14 +36,14 @@ def test_a_friends_session_never_takes_a_slot_the_own_phones_need() -> None:
         admission = Admission(max_active=1, max_queue=4, per_peer=2, friend_sessions=1)
         async with admission.slot("own-1"):  # the own phone holds the only slot
             with pytest.raises(HearthError) as info:
-                async with admission.friend_slot():
+                async with admission.friend_slot("friend-1"):
                     pass
             assert info.value.code is ErrorCode.BUSY and "own phones come first" in (
                 info.value.message
             )
-        async with admission.friend_slot():  # free now: the friend may plan
+        async with admission.friend_slot("friend-1"):  # free now: the friend may plan
             with pytest.raises(HearthError, match="at most 1 friends"):
-                async with admission.friend_slot():
+                async with admission.friend_slot("friend-1"):
                     pass
             with anyio.fail_after(5):  # an own phone is admitted at once, not queued
                 async with admission.slot("own-1"):
@@ -53,7 +53,7 @@ def test_a_friends_session_never_takes_a_slot_the_own_phones_need() -> None:
             tg.start_soon(_enter, admission, "own-2")
             await wait_for(lambda: admission.stats.queued == 1)
             with pytest.raises(HearthError, match="own phones come first"):
-                async with admission.friend_slot():
+                async with admission.friend_slot("friend-1"):
                     pass
         assert admission.served_for_others == 1 and admission.friends_active == 0
 

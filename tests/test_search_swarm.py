@@ -244,3 +244,26 @@ def test_bad_packets_are_dropped_counted_and_typed_and_the_relay_serves_on(swarm
     assert codes == [ErrorCode.PROTOCOL_ERROR, None, *[ErrorCode.PROTOCOL_ERROR] * 3]
     dropped = relay.status()["search"]["dropped"]
     assert dropped == {"wrong_size": 1, "replayed": 1, "expired": 1, "undecryptable": 1}
+
+
+def test_a_resident_companion_keeps_its_search_stream_to_the_first_hop(swarm) -> None:
+    """`hearth search` through `hearth serve`: the second search opens no stream."""
+    from hearth.companion.service import Service
+
+    nodes, phone, _, _ = swarm
+    home = str(nodes["home"].home)  # one path: the home relays, the index answers
+    node_json("roster", "deny", nodes["c"].peer_id, "search-exit", "--home", home)
+    node_json("roster", "deny", nodes["a"].peer_id, "search-relay", "--home", home)
+
+    async def main() -> list[int]:
+        async with Service.open(phone, resident=True) as service:
+            opened = []
+            for _ in range(3):
+                with trio.fail_after(60):
+                    result = await service.search("relay connection")
+                assert result.results[0].title == "Hearth relays"
+                assert service._search_streams is not None
+                opened.append(service._search_streams.opened)
+            return opened
+
+    assert trio.run(main) == [1, 1, 1]

@@ -55,8 +55,11 @@ class Answered(BaseModel):
 
 
 def error_response(exc: ApiError) -> JSONResponse:
-    body = {"error": {"code": exc.code, "message": exc.message}}
-    return JSONResponse(body, status_code=exc.status, headers=exc.headers)
+    """`{"error": {"code", "message"}}`, with `retry_after` (seconds) as `--json` has it."""
+    error: dict[str, object] = {"code": exc.code, "message": exc.message}
+    if exc.retry_after_s is not None:
+        error["retry_after"] = exc.retry_after_s
+    return JSONResponse({"error": error}, status_code=exc.status, headers=exc.headers)
 
 
 def frame(event: Event) -> bytes:
@@ -134,13 +137,17 @@ class NativeApi:
 
     async def ask(self, request: Request) -> Response:
         try:
+            release = await self.slots.admit(request)
+        except ApiError as exc:
+            return error_response(exc)
+        try:
             ask = await typed_body(request, AskRequest)
             if ask.attachments:  # a path on this device, named by whoever holds the token
                 raise ApiError(
                     400, "invalid_input", "attachments are not taken over HTTP", param="attachments"
                 )
-            release = self.slots.take()
         except ApiError as exc:
+            release()
             return error_response(exc)
 
         async def produce(emit: Emit, cancel: anyio.Event) -> None:

@@ -369,6 +369,10 @@ class OpenAiApi:
 
     async def chat(self, request: Request) -> Response:
         try:
+            release = await self.slots.admit(request)
+        except ApiError as exc:
+            return error_response(exc)
+        try:
             body = await typed_body(request, ChatRequest)
             if body.model not in MODELS:
                 raise ApiError(
@@ -386,8 +390,8 @@ class OpenAiApi:
                     "the last message must be the user's (or send `tools`)",
                     param="messages",
                 )
-            release = self.slots.take()
         except ApiError as exc:
+            release()
             return error_response(exc)
         route = MODELS[body.model]
 

@@ -8,13 +8,15 @@ A client that stops reading an event stream is cut off after `SEND_TIMEOUT_S`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 
 import anyio
+from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from .errors import ApiError
+from .errors import ApiError, drain
 
 GRACE_S = 2.0  # after a hang-up, how long a request may take to stop on its own
 SEND_TIMEOUT_S = 10.0  # a client that takes no event for this long is hung up on
@@ -89,17 +91,24 @@ class Deferred(Response):
 
 class Slots:
     """At most `size` asks at once over HTTP (the model answers one at a time anyway);
-    one more is refused with `busy` (429), never queued."""
+    one more is refused with `busy` (429, with `Retry-After`), never queued."""
 
     def __init__(self, size: int) -> None:
         self.size = size
         self.taken = 0
+        self.held_s = 5.0  # how long an ask holds its slot, on average (recent ones count most)
 
     def take(self) -> Callable[[], None]:
         """A slot, and the function that gives it back; `busy` when none is free."""
         if self.taken >= self.size:
-            raise ApiError(429, "busy", f"{self.size} requests are running: try again shortly")
+            raise ApiError(
+                429,
+                "busy",
+                f"{self.size} requests are running: try again shortly",
+                retry_after=self.held_s / self.size,
+            )
         self.taken += 1
+        began = time.monotonic()
         returned = False
 
         def give_back() -> None:
@@ -107,5 +116,16 @@ class Slots:
             if not returned:
                 returned = True
                 self.taken -= 1
+                self.held_s = 0.8 * self.held_s + 0.2 * (time.monotonic() - began)
 
         return give_back
+
+    async def admit(self, request: Request) -> Callable[[], None]:
+        """A slot for `request`, taken before its body is read (so the slots bound the
+        bodies held at once as they bound the asks); when none is free, `busy` once the
+        body has been read and dropped (`drain`)."""
+        try:
+            return self.take()
+        except ApiError:
+            await drain(request)
+            raise

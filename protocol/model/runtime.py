@@ -20,12 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
-
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
 from .loader import default_threads, load_llama
-from .sampling import GrammarCache, Sampling, TokenSampler, Utf8Guard, Utf8Shapes
+from .sampling import GrammarCache, LastLogits, Sampling, TokenSampler, Utf8Guard, Utf8Shapes
 
 __all__ = ["Finish", "Generation", "LlamaRuntime", "Sampling", "SessionMemory"]
 
@@ -68,6 +66,9 @@ class LlamaRuntime:
         self.llm = load_llama(path, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads)
         self.lock = threading.Lock()
         self._vocab = llama_cpp.llama_model_get_vocab(self.llm.model)
+        self._ctx = self.llm.ctx
+        self._one = _OneToken(llama_cpp)
+        self.logits = LastLogits(llama_cpp, self._ctx, self.llm.n_vocab())
         meta = self.llm.metadata
         self.name = meta.get("general.name", path.stem)
         self.quant = _FILE_TYPES.get(int(meta.get("general.file_type", -1)), "")
@@ -119,7 +120,7 @@ class LlamaRuntime:
                     f"request needs {needed} tokens; the model's context is {self.n_ctx}",
                 )
             sampler = TokenSampler(
-                self._lib, self.llm, sampling, grammar, self._shapes(), self.grammars
+                self._lib, self.logits, sampling, grammar, self._shapes(), self.grammars
             )
             loop = _TokenLoop(self, sampler, cancelled, confidence)
             try:
@@ -162,15 +163,19 @@ class LlamaRuntime:
             self._utf8_shapes = Utf8Shapes(self._token_bytes, eog)
         return self._utf8_shapes
 
-    def _logprob(self, token: int) -> float:
-        """log p(token) under the model's own (unconstrained) distribution at the position
-        that produced it: the grammar narrows the choice, this says how sure it was."""
-        n_vocab = self.llm.n_vocab()
-        logits = np.ctypeslib.as_array(
-            self._lib.llama_get_logits_ith(self.llm.ctx, -1), shape=(n_vocab,)
-        )
-        top = float(logits.max())
-        return float(logits[token]) - top - math.log(float(np.exp(logits - top).sum()))
+    def _append(self, token: int) -> None:
+        """Evaluate one token at the end of the context: the token loop's decode, through
+        one reused batch. `Llama.eval` builds its batch again and clears the cache past
+        the end on every call (an O(n_ctx) walk), which an appended token never needs."""
+        llm, one = self.llm, self._one
+        position = llm.n_tokens
+        one.token[0] = token
+        one.pos[0] = position
+        status = self._lib.llama_decode(self._ctx, one.batch)
+        if status != 0:
+            raise HearthError(ErrorCode.INTERNAL, f"llama_decode failed ({status})")
+        llm.input_ids[position] = token
+        llm.n_tokens = position + 1
 
     def _start_from_prefix(self, memory: SessionMemory, prefix: str) -> int:
         """Put the shared `prefix` in `memory`'s (empty) context, from cache if held;
@@ -224,6 +229,27 @@ class LlamaRuntime:
         self._owner = memory
 
 
+class _OneToken:
+    """A `llama_batch` of one token in sequence 0 with its logits wanted, over arrays
+    this object owns (nothing to free)."""
+
+    def __init__(self, lib: Any) -> None:
+        self.token = (lib.llama_token * 1)()
+        self.pos = (lib.llama_pos * 1)()
+        self._n_seq_id = (ctypes.c_int32 * 1)(1)
+        self._seq = (lib.llama_seq_id * 1)(0)
+        self._seq_id = (ctypes.POINTER(lib.llama_seq_id) * 1)(self._seq)
+        self._logits = (ctypes.c_int8 * 1)(1)
+        self.batch = lib.llama_batch(
+            n_tokens=1,
+            token=self.token,
+            pos=self.pos,
+            n_seq_id=self._n_seq_id,
+            seq_id=self._seq_id,
+            logits=self._logits,
+        )
+
+
 _FILE_TYPES = {0: "F32", 1: "F16", 7: "Q8_0", 15: "Q4_K_M", 17: "Q5_K_M", 18: "Q6_K", 32: "BF16"}
 
 
@@ -246,38 +272,33 @@ class _TokenLoop:
         self.cancelled = cancelled
         self.confidence = confidence
         self.utf8 = Utf8Guard()
+        self._token_bytes = runtime.token_bytes
+        self._end = runtime._shapes().end_of_generation
         self.finish: Finish | None = None
         self.produced = 0
         self.evaluated: list[int] = []
         self.logprobs: list[float] = []
         self._pending: int | None = None  # sampled, not yet evaluated
 
-    def _bytes(self, token: int) -> bytes:
-        return self.runtime.token_bytes(token)
-
     def _fits(self, token: int) -> bool:
         """End of generation always fits (a started character is dropped)."""
-        lib = self.runtime._lib
-        return bool(lib.llama_vocab_is_eog(self.runtime._vocab, token)) or self.utf8.fits(
-            self._bytes(token)
-        )
+        return token in self._end or self.utf8.fits(self._token_bytes(token))
 
     def _step(self) -> str | None:
         """One token: its text (maybe empty inside a character), or None at the end."""
-        llm, lib = self.runtime.llm, self.runtime._lib
         if self._pending is not None:
-            llm.eval([self._pending])
+            self.runtime._append(self._pending)
             self.evaluated.append(self._pending)
             self._pending = None
         token = self.sampler.sample(self._fits, self.utf8.need())
         if self.confidence:
-            self.logprobs.append(self.runtime._logprob(token))
-        if lib.llama_vocab_is_eog(self.runtime._vocab, token):
+            self.logprobs.append(self.runtime.logits.logprob(token))
+        if token in self._end:
             self.finish = "stop"
             return None
         self.produced += 1
         self._pending = token
-        return self.utf8.decode(self._bytes(token))
+        return self.utf8.decode(self._token_bytes(token))
 
     def think(self, budget: int, on_thinking: Callable[[str], None]) -> str:
         """The thinking block, up to `</think>` or `budget` tokens (then closed)."""

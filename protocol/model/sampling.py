@@ -25,6 +25,7 @@ from .toolcalls import ModelOutputError
 
 __all__ = [
     "GrammarCache",
+    "LastLogits",
     "Sampling",
     "TokenSampler",
     "Utf8Guard",
@@ -63,6 +64,8 @@ class Utf8Guard:
         """Whether `data` may follow what was decoded so far and leaves a character
         that can still be finished (nothing is consumed)."""
         state = self._decoder.getstate()
+        if not state[0] and data.isascii():  # whole characters after whole characters
+            return True
         try:
             self._decoder.decode(data)
             return _completable(self._decoder.getstate()[0])
@@ -99,22 +102,60 @@ class Utf8Shapes:
     still has the last word (a lead byte's exact ranges)."""
 
     def __init__(self, token_bytes: list[bytes], end_of_generation: list[int]) -> None:
+        self.end_of_generation = frozenset(end_of_generation)
         lead = np.array(
             [len(b) - len(b.lstrip(bytes(range(0x80, 0xC0)))) for b in token_bytes],
             dtype=np.int32,
         )
         size = np.array([len(b) for b in token_bytes], dtype=np.int32)
         rest_ok = np.array([_decodes(b.lstrip(bytes(range(0x80, 0xC0)))) for b in token_bytes])
+        self._fits: list[np.ndarray] = []
         self._refused: list[np.ndarray] = []
         for need in range(4):
             fits = (lead == min(need, 4)) & rest_ok
             if need:
                 fits |= (lead == size) & (size > 0) & (size < need)  # all continuation bytes
             fits[end_of_generation] = True
-            self._refused.append(~fits)
+            self._fits.append(fits)
+            self._refused.append(np.flatnonzero(~fits))
 
     def refused(self, need: int) -> np.ndarray:
+        """The refused token ids (an index list: setting a few ids beats a vocabulary-wide mask)."""
         return self._refused[need]
+
+    def fits(self, need: int, token: int) -> bool:
+        return bool(self._fits[need][token])
+
+
+class LastLogits:
+    """The context's last row of logits as a numpy view, made again only when llama.cpp
+    has moved its output buffer: a view per token costs more than checking a token."""
+
+    def __init__(self, lib: Any, ctx: Any, n_vocab: int) -> None:
+        self._lib = lib
+        self.ctx = ctx
+        self.n_vocab = n_vocab
+        self._address = 0
+        self._view = np.empty(0, dtype=np.single)
+        self._scratch = np.empty(n_vocab, dtype=np.single)
+
+    def __call__(self) -> np.ndarray:
+        row = self._lib.llama_get_logits_ith(self.ctx, -1)
+        address = ctypes.addressof(row.contents)
+        if address != self._address:
+            self._view = np.ctypeslib.as_array(row, shape=(self.n_vocab,))
+            self._address = address
+        return self._view
+
+    def logprob(self, token: int) -> float:
+        """log p(token) under the row's own (unconstrained) distribution: the grammar
+        narrows the choice, this says how sure the model was. Worked in one kept buffer
+        (two vocabulary-sized temporaries per token before)."""
+        logits, scratch = self(), self._scratch
+        top = float(logits.max())
+        np.subtract(logits, top, out=scratch)
+        np.exp(scratch, out=scratch)
+        return float(logits[token]) - top - math.log(float(scratch.sum()))
 
 
 class GrammarCache:
@@ -169,7 +210,7 @@ class TokenSampler:
     def __init__(
         self,
         lib: Any,
-        llm: Any,
+        logits: LastLogits,
         sampling: Sampling,
         grammar: ToolGrammar | str | None,
         shapes: Utf8Shapes,
@@ -177,8 +218,8 @@ class TokenSampler:
     ) -> None:
         self._lib = lib
         self._shapes = shapes
-        self._llm = llm
-        self._n_vocab = llm.n_vocab()
+        self._logits = logits
+        self._n_vocab = logits.n_vocab
         # parsed first: a grammar llama.cpp refuses ends the request before any work
         self._grammar: Any = grammars.sampler(grammar) if grammar else None
         self._constrained = False
@@ -201,6 +242,10 @@ class TokenSampler:
             add(lib.llama_sampler_init_min_p(sampling.min_p, 1))
             add(lib.llama_sampler_init_temp(sampling.temperature))
             add(lib.llama_sampler_init_dist(sampling.seed))
+        # greedy with neutral penalties is the argmax, which llama.cpp finds from the
+        # context's logits itself; the candidates are built here only when it is refused
+        greedy = sampling.temperature == 0 and sampling.repeat_penalty == 1
+        self._argmax = lib.llama_sampler_init_greedy() if greedy else None
         self._data = np.zeros(
             (self._n_vocab,),
             dtype=np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)], align=True),
@@ -212,6 +257,8 @@ class TokenSampler:
         self._id, self._logit, self._p = (self._data[f] for f in ("id", "logit", "p"))
         self._one = (lib.llama_token_data * 1)()
         self._one_array = lib.llama_token_data_array(data=self._one, size=1, selected=-1)
+        self._candidate = self._one[0]  # a view into `_one`, made once
+        self._array_ref, self._one_ref = ctypes.byref(self._array), ctypes.byref(self._one_array)
 
     def start_grammar(self) -> None:
         """Constrain from now on (a lazy grammar from its trigger on)."""
@@ -221,13 +268,21 @@ class TokenSampler:
         """The next token for the context's last logits that `allowed(token)` accepts,
         among those that fit a text waiting for `need` UTF-8 continuation bytes; the
         chain and the grammar are told it was taken."""
-        lib = self._lib
-        logits = np.ctypeslib.as_array(
-            lib.llama_get_logits_ith(self._llm.ctx, -1), shape=(self._n_vocab,)
-        )
+        logits = self._logits()
         banned: list[int] = []
         whole_vocabulary = False  # checking only the chosen token is llama.cpp's fast path
-        for _ in range(MAX_RESAMPLES):
+        attempts = MAX_RESAMPLES
+        if self._argmax is not None:  # the loop's first choice, when the argmax fits
+            token = self._lib.llama_sampler_sample(self._argmax, self._logits.ctx, -1)
+            if self._shapes.fits(need, token) and math.isfinite(logits[token]):
+                attempts -= 1
+                if self._constrained and not self._grammar_allows(token):
+                    whole_vocabulary = True
+                elif allowed(token):
+                    return self._accept(token)
+                else:
+                    banned.append(token)
+        for _ in range(attempts):
             token, logit = self._choose(logits, need, banned, whole_vocabulary)
             if not math.isfinite(logit):
                 raise ModelOutputError("no token can continue the output within its grammar")
@@ -235,12 +290,16 @@ class TokenSampler:
                 whole_vocabulary = True  # the grammar narrows every candidate from now on
                 continue
             if allowed(token):
-                if self._constrained:
-                    lib.llama_sampler_accept(self._grammar, token)
-                lib.llama_sampler_accept(self._chain, token)
-                return token
+                return self._accept(token)
             banned.append(token)
         raise ModelOutputError("the model keeps choosing invalid UTF-8")
+
+    def _accept(self, token: int) -> int:
+        """Tell the chain and the grammar `token` was taken."""
+        if self._constrained:
+            self._lib.llama_sampler_accept(self._grammar, token)
+        self._lib.llama_sampler_accept(self._chain, token)
+        return token
 
     def _choose(
         self, logits: np.ndarray, need: int, banned: list[int], with_grammar: bool
@@ -249,23 +308,24 @@ class TokenSampler:
         self._id[:] = self._ids
         np.copyto(self._logit, logits)
         self._logit[self._shapes.refused(need)] = -np.inf
-        self._logit[banned] = -np.inf
+        if banned:
+            self._logit[banned] = -np.inf
         self._p.fill(0)
         self._array.size = self._n_vocab
         self._array.selected = -1
         self._array.sorted = False
         if with_grammar and self._constrained:
-            lib.llama_sampler_apply(self._grammar, ctypes.byref(self._array))
-        lib.llama_sampler_apply(self._chain, ctypes.byref(self._array))
+            lib.llama_sampler_apply(self._grammar, self._array_ref)
+        lib.llama_sampler_apply(self._chain, self._array_ref)
         chosen = self._array.data[self._array.selected]  # samplers may move the data
         return int(chosen.id), float(chosen.logit)
 
     def _grammar_allows(self, token: int) -> bool:
-        one = self._one
-        one[0].id, one[0].logit, one[0].p = token, 0.0, 0.0
+        candidate = self._candidate
+        candidate.id, candidate.logit, candidate.p = token, 0.0, 0.0
         self._one_array.size = 1
-        self._lib.llama_sampler_apply(self._grammar, ctypes.byref(self._one_array))
-        return math.isfinite(one[0].logit)
+        self._lib.llama_sampler_apply(self._grammar, self._one_ref)
+        return math.isfinite(candidate.logit)
 
     def close(self) -> None:
         if self._grammar is not None:
@@ -274,6 +334,9 @@ class TokenSampler:
         if self._chain is not None:
             self._lib.llama_sampler_free(self._chain)
             self._chain = None
+        if self._argmax is not None:
+            self._lib.llama_sampler_free(self._argmax)
+            self._argmax = None
 
 
 def compile_grammar(lib: Any, vocab: Any, grammar: ToolGrammar | str, llm: Any) -> Any:

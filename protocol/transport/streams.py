@@ -6,6 +6,7 @@ import contextlib
 
 from libp2p.abc import INetStream
 from libp2p.network.stream.exceptions import StreamEOF
+from libp2p.stream_muxer.yamux.yamux import YamuxStream
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.frames import DEFAULT_MAX_FRAME, FrameDecoder, FrameError, encode
@@ -14,10 +15,30 @@ from hearth.protocol.wire.messages import ErrorFrame, Message
 READ_SIZE = 64 * 1024
 
 
+class HalfWindowCredit(YamuxStream):
+    """A Yamux stream that grants its peer more window only once half of it is read.
+
+    That is go-yamux's rule (`GrowTo`; rust-yamux's too). py-libp2p 0.8.1 sends a
+    WINDOW_UPDATE after every read that returns data ("partial slack"), so each small
+    frame read cost a second frame back through Yamux, Noise, pnet and the socket,
+    and the peer a read of it: half of a small-frame round trip's writes (and each
+    quick update doubled the window, up to 16 MiB a stream). Carried for Hearth's own
+    streams until py-libp2p follows go-yamux.
+    """
+
+    async def _auto_tune_and_send_window_update(self, *, bytes_read: int = 0) -> None:
+        buffered = len(self.conn.stream_buffers.get(self.stream_id, b""))
+        if self.target_recv_window - (self.recv_window + buffered) >= self._grow_threshold():
+            await super()._auto_tune_and_send_window_update(bytes_read=bytes_read)
+
+
 class FrameStream:
     """One libp2p stream carrying Hearth frames."""
 
     def __init__(self, stream: INetStream, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        muxed = getattr(stream, "muxed_stream", None)
+        if type(muxed) is YamuxStream:  # Hearth's streams only; libp2p's own keep its rule
+            muxed.__class__ = HalfWindowCredit
         self.stream = stream
         self.peer_id = str(stream.muxed_conn.peer_id)
         self.max_frame = max_frame

@@ -1,0 +1,96 @@
+"""`PipelinedSelect` against py-libp2p's own multistream listener over real loopback TCP:
+the greeting and the first proposal leave in one write, before anything is read."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import pytest
+import trio
+import trio.testing
+from libp2p.custom_types import TProtocol
+from libp2p.io.trio import TrioTCPStream
+from libp2p.protocol_muxer.exceptions import MultiselectClientError
+from libp2p.protocol_muxer.multiselect import Multiselect
+from libp2p.protocol_muxer.multiselect_communicator import MultiselectCommunicator
+
+from hearth.protocol.transport.multiselect import PipelinedSelect
+
+pytestmark = pytest.mark.timeout(60)
+ECHO, CHAT = TProtocol("/test/echo/1"), TProtocol("/test/chat/1")
+
+
+class Recorded(TrioTCPStream):
+    """The dialer's side of the socket, keeping the order of its writes and reads."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        super().__init__(stream)
+        self.log: list[tuple[str, bytes]] = []
+
+    async def write(self, data: bytes) -> None:
+        self.log.append(("write", data))
+        await super().write(data)
+
+    async def read(self, n: int | None = None) -> bytes:
+        data = await super().read(n)
+        self.log.append(("read", data))
+        return data
+
+
+async def select(served: list[TProtocol], asked: list[TProtocol]) -> tuple[object, Recorded]:
+    """What the listener serving `served` and the dialer asking `asked` agree on."""
+
+    async def handler(stream: object) -> None:
+        pass
+
+    listener = Multiselect({protocol: handler for protocol in served})
+    agreed: list[object] = []
+
+    async def listen(stream: trio.SocketStream) -> None:
+        with trio.move_on_after(10):
+            try:
+                protocol, _ = await listener.negotiate(
+                    MultiselectCommunicator(TrioTCPStream(stream))
+                )
+                agreed.append(protocol)
+            except Exception as exc:  # what the listener made of it, for the test to see
+                agreed.append(exc)
+
+    async with trio.open_nursery() as nursery:
+        serve = partial(trio.serve_tcp, host="127.0.0.1")
+        (socket_listener,) = await nursery.start(serve, listen, 0)
+        dialer = Recorded(await trio.testing.open_stream_to_socket_listener(socket_listener))
+        try:
+            with trio.fail_after(10):
+                chosen: object = await PipelinedSelect().select_one_of(
+                    asked, MultiselectCommunicator(dialer)
+                )
+        except MultiselectClientError as exc:
+            chosen = exc
+        await dialer.close()  # a listener still waiting for a proposal sees the end
+        with trio.fail_after(10):
+            while not agreed:
+                await trio.sleep(0.01)
+        nursery.cancel_scope.cancel()
+    if not isinstance(chosen, Exception):
+        assert agreed == [chosen]
+    return chosen, dialer
+
+
+def test_greeting_and_proposal_go_in_one_write() -> None:
+    chosen, dialer = trio.run(select, [ECHO], [ECHO])
+    assert chosen == ECHO
+    kind, first = dialer.log[0]
+    assert kind == "write" and b"/multistream/1.0.0\n" in first and ECHO.encode() in first
+    assert [k for k, _ in dialer.log].count("write") == 1  # no second round trip
+
+
+def test_a_later_proposal_is_tried_when_the_first_is_refused() -> None:
+    chosen, _ = trio.run(select, [CHAT], [ECHO, CHAT])
+    assert chosen == CHAT
+
+
+def test_nothing_served_is_an_error_that_says_so() -> None:
+    chosen, _ = trio.run(select, [CHAT], [ECHO])
+    assert isinstance(chosen, MultiselectClientError)
+    assert "not supported" in str(chosen)

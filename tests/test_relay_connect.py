@@ -1,0 +1,226 @@
+"""Reaching home through a relay friend, as a resident phone does: real hosts on
+loopback (home, relay, phone in this process), a real TCP proxy in front of the relay
+that can go silent, and the phone's `NodeLink`."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import trio
+from libp2p.abc import INetStream
+from libp2p.custom_types import TProtocol
+from libp2p.peer.id import ID
+
+from hearth.companion.audit import AuditLog
+from hearth.companion.link import NodeLink
+from hearth.protocol.transport import host as host_module
+from hearth.protocol.transport.addressbook import AddressBook
+from hearth.protocol.transport.health import HEALTH_PROTOCOL
+from hearth.protocol.transport.host import HearthHost, host_for_home
+from hearth.protocol.transport.keys import create_identity
+from hearth.protocol.transport.membership import RosterHolder, found_swarm
+from hearth.protocol.transport.probe import lay_out_homes
+from hearth.protocol.transport.relay import Relaying
+from hearth.protocol.transport.streams import FrameStream
+from hearth.protocol.wire.identity import peer_id_of
+from hearth.protocol.wire.messages import Health, HealthRequest
+from hearth.protocol.wire.roster import Member, Role
+
+pytestmark = pytest.mark.timeout(90)
+LOOPBACK = ["/ip4/127.0.0.1/tcp/0"]
+IDENTIFY = TProtocol("/ipfs/id/1.0.0")
+
+
+def lay_out(tmp: Path) -> dict[str, Path]:
+    """A founding home, a friend holding `relay` and a phone, all on its roster."""
+    homes = {name: tmp / name for name in ("home", "relay", "phone")}
+    found_swarm(homes["home"], "home")
+    for name, role in (("relay", Role.RELAY), ("phone", Role.PHONE)):
+        member = Member(
+            peer_id=peer_id_of(create_identity(homes[name])), name=name, roles=frozenset({role})
+        )
+        RosterHolder(homes["home"]).add(member)
+    for name in ("relay", "phone"):
+        for file in ("roster.signed", "founder", "swarm.key"):
+            shutil.copy2(homes["home"] / file, homes[name] / file)  # modes kept (0600)
+    return homes
+
+
+def serve_health(host: HearthHost) -> None:
+    async def health(stream: FrameStream) -> None:
+        if isinstance(await stream.receive(), HealthRequest):
+            await stream.send(Health(peer_id=host.peer_id, name="home"))
+
+    host.handle(HEALTH_PROTOCOL, health)
+
+
+class SilenceableProxy:
+    """TCP to `port`; `silence()` makes every connection made so far go quiet (bytes
+    dropped, sockets left open: a relay that vanished without a FIN), new ones pass."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.accepted = 0
+        self._generation = 0
+
+    def silence(self) -> None:
+        self._generation += 1
+
+    async def serve(self, task_status: trio.TaskStatus[int]) -> None:
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        task_status.started(listeners[0].socket.getsockname()[1])
+        await trio.serve_listeners(self._pipe_both, listeners)
+
+    async def _pipe_both(self, client: trio.SocketStream) -> None:
+        self.accepted += 1
+        born = self._generation
+        async with await trio.open_tcp_stream("127.0.0.1", self.port) as server:
+
+            async def pipe(src: trio.SocketStream, dst: trio.SocketStream) -> None:
+                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                    while data := await src.receive_some(65536):
+                        if self._generation == born:
+                            await dst.send_all(data)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(pipe, client, server)
+                nursery.start_soon(pipe, server, client)
+
+
+@contextlib.asynccontextmanager
+async def relayed_home(tmp: Path) -> AsyncIterator[tuple[dict[str, Path], HearthHost, str]]:
+    """Home and relay running, the home's slot reserved; yields the homes, the relay
+    host and the circuit address to the home."""
+    homes = lay_out(tmp)
+    home, relay = host_for_home(homes["home"]).host, host_for_home(homes["relay"]).host
+    serve_health(home)
+    async with (
+        home.run(LOOPBACK),
+        relay.run(LOOPBACK),
+        Relaying(relay, relay.admit).run(),
+        Relaying(home, lambda peer: False).run() as reserving,
+    ):
+        circuits = await reserving.reserve(relay.peer_id, relay.addrs())
+        yield homes, relay, circuits[0]
+
+
+def relay_connections(host: HearthHost, relay: str) -> list[object]:
+    return list(host.host.get_network().get_connections(ID.from_base58(relay)))
+
+
+def test_no_identify_stream_is_opened_on_connect(tmp_path: Path) -> None:
+    """Identify both ways on every connection was ~40% of a relayed connect's CPU;
+    Hearth reads nothing it learns."""
+    trio.run(no_identify, tmp_path)
+
+
+async def no_identify(tmp_path: Path) -> None:
+    homes = lay_out_homes(tmp_path)
+    node, phone = host_for_home(homes["node"]).host, host_for_home(homes["phone"]).host
+    asked: list[str] = []
+
+    async def identify(stream: INetStream) -> None:
+        asked.append(str(stream.muxed_conn.peer_id))
+        await stream.reset()
+
+    serve_health(node)
+    node.host.set_stream_handler(IDENTIFY, identify)
+    async with node.run(LOOPBACK), phone.run([]):
+        await phone.connect(node.peer_id, node.addrs())
+        stream = await phone.open(node.peer_id, HEALTH_PROTOCOL)
+        await stream.send(HealthRequest())
+        assert isinstance(await stream.receive(), Health)
+        await trio.sleep(0.5)  # py-libp2p would have identified by now (background task)
+    assert asked == []
+
+
+def test_the_link_keeps_the_relay_connection_across_home_links(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HEARTH_NO_MDNS", "1")
+    trio.run(relay_kept, tmp_path)
+
+
+async def relay_kept(tmp_path: Path) -> None:
+    async with relayed_home(tmp_path) as (homes, relay, circuit):
+        home_id = RosterHolder(homes["phone"]).roster.founder
+        AddressBook(homes["phone"]).remember(home_id, [circuit])
+        async with NodeLink.running(homes["phone"], AuditLog(homes["phone"] / "a.log")) as link:
+            kept = None
+            for _ in range(3):
+                assert await link.ensure(), link.reason
+                assert link.host.worked[home_id] == circuit
+                (conn,) = relay_connections(link.host, relay.peer_id)
+                assert kept is None or conn is kept  # one dial to the relay, ever
+                kept = conn
+                await link.host.disconnect(home_id)  # the home link drops
+                assert link.host.connected(relay.peer_id)
+
+
+def test_a_relay_connection_gone_silent_is_dialled_afresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kept connection to the relay dies without a FIN: the link notices the home
+    is silent, the next dial over the dead connection fails and drops it, and the one
+    after reaches home through a fresh connection (before: every reconnect reused the
+    dead connection and timed out, until TCP gave up minutes later)."""
+    monkeypatch.setenv("HEARTH_NO_MDNS", "1")
+    trio.run(relay_silenced, tmp_path)
+
+
+async def relay_silenced(tmp_path: Path) -> None:
+    async with relayed_home(tmp_path) as (homes, _, circuit), trio.open_nursery() as nursery:
+        relay_port = int(circuit.split("/tcp/")[1].split("/")[0])
+        proxy = SilenceableProxy(relay_port)
+        port = await nursery.start(proxy.serve)
+        proxied = circuit.replace(f"/tcp/{relay_port}/", f"/tcp/{port}/", 1)
+        home_id = RosterHolder(homes["phone"]).roster.founder
+        AddressBook(homes["phone"]).remember(home_id, [proxied])
+        async with NodeLink.running(homes["phone"], AuditLog(homes["phone"] / "a.log")) as link:
+            nursery.start_soon(link.keep)
+            with trio.fail_after(15):
+                await link.wait_up()
+            assert proxy.accepted == 1
+            proxy.silence()
+            with trio.fail_after(15):
+                while link.connected:
+                    await trio.sleep(0.1)
+            with trio.fail_after(30):
+                await link.wait_up()
+            assert link.host.worked[home_id] == proxied
+            assert proxy.accepted == 2
+        nursery.cancel_scope.cancel()
+
+
+def test_a_circuit_that_worked_last_is_not_held_back_behind_direct_addresses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Away from home the home's LAN address swallows the dial; with the circuit first
+    in the address list (it worked last) the relay is dialled at once, not after the
+    direct head start (made 60 s here, so waiting it out would break the bound)."""
+    monkeypatch.setattr(host_module, "RELAY_HEAD_START_S", 60.0)
+    trio.run(circuit_first, tmp_path)
+
+
+async def circuit_first(tmp_path: Path) -> None:
+    async with relayed_home(tmp_path) as (homes, _, circuit), trio.open_nursery() as nursery:
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        held: list[trio.SocketStream] = []
+
+        async def swallow(stream: trio.SocketStream) -> None:
+            held.append(stream)  # accepted, never answered
+            await trio.sleep_forever()
+
+        nursery.start_soon(trio.serve_listeners, swallow, listeners)
+        home_id = RosterHolder(homes["phone"]).roster.founder
+        lan = f"/ip4/127.0.0.1/tcp/{listeners[0].socket.getsockname()[1]}/p2p/{home_id}"
+        phone = host_for_home(homes["phone"]).host
+        async with phone.run([]):
+            with trio.fail_after(20):
+                await phone.connect(home_id, [circuit, lan], timeout=60)
+            assert phone.worked[home_id] == circuit
+        nursery.cancel_scope.cancel()
