@@ -113,6 +113,12 @@ def main() -> None:
         "plain py-libp2p direct dial + first stream",
     )
     add(
+        "connect through a relay friend, relay connection kept (ms)",
+        swarm["connect through a relay friend, relay connection kept"]["hearth"],
+        swarm["connect through a relay friend, relay connection kept"]["reference"],
+        "plain py-libp2p direct dial + first stream",
+    )
+    add(
         "small-frame round trip (ms)",
         connect["rtt_ms_median"]["hearth"],
         connect["rtt_ms_median"]["reference"],
