@@ -55,7 +55,13 @@ class Document(BaseModel):
 
 
 def _invalid(path: Path, why: str) -> HearthError:
-    return HearthError(ErrorCode.INVALID_INPUT, f"cannot attach {path.name}: {why}")
+    return HearthError(ErrorCode.INVALID_INPUT, f"cannot attach {_name(path)}: {why}")
+
+
+def _name(path: Path) -> str:
+    """The file's name as valid text: a name's bytes that are not UTF-8 become U+FFFD
+    (Python holds them as lone surrogates, which no JSON or frame carries)."""
+    return os.fsencode(path.name).decode("utf-8", "replace")
 
 
 async def read_document(path: Path, limits: DocumentLimits) -> Document:
@@ -89,7 +95,7 @@ async def read_document(path: Path, limits: DocumentLimits) -> Document:
         raise _invalid(
             path, f"oversize: {len(text)} characters of text (at most {MAX_DOCUMENT_CHARS})"
         )
-    return Document(name=path.name[:255] or "document", pages=pages, text=text, chars=len(text))
+    return Document(name=_name(path)[:255] or "document", pages=pages, text=text, chars=len(text))
 
 
 async def read_documents(paths: list[Path], limits: DocumentLimits) -> list[Document]:

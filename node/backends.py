@@ -145,8 +145,10 @@ class LlamaCppBackend:
             result.append(await anyio.to_thread.run_sync(work))
 
         async def watch_cancel() -> None:
-            await cancel.wait()
-            stop.set()
+            try:
+                await cancel.wait()
+            finally:  # a cancelled scope too (a deadline): the thread is not abandoned
+                stop.set()
 
         with single_error():
             async with anyio.create_task_group() as tg:

@@ -22,7 +22,7 @@ from typing import Any
 
 import anyio
 
-from hearth.protocol.model.runtime import LlamaRuntime, Sampling
+from hearth.protocol.model.runtime import THINK_CLOSE, LlamaRuntime, Sampling
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import DocumentPart, Limits, UntrustedInput
 
@@ -208,7 +208,8 @@ class DocumentReader:
             used = self.count(prompt)
         else:
             used = self.count(json.dumps([conv.messages, conv.tools])) + TEMPLATE_MARGIN
-        thought = limits.max_thinking_tokens if conv.thinking else 0
+        # a block closed at its budget also holds its closing tokens (as the runtime counts)
+        thought = limits.max_thinking_tokens + self.count(THINK_CLOSE) if conv.thinking else 0
         return max(0, self.n_ctx - used - limits.max_tokens - thought - WRAPPER * documents)
 
     async def read(self, documents: list[DocumentPart], room: int) -> Reading:

@@ -9,7 +9,8 @@ per peer and in total; a stream idle for `KEEP_IDLE_S` is closed (before the
 serving side's own idle timeout). A stream that fails or is cancelled is
 dropped, never kept. A kept stream the peer has closed (an older node answers
 one packet per stream, then closes) is noticed when taken, or when the request
-on it fails as `unreachable`: the request is then sent once more on a fresh one.
+on it fails as `unreachable` with no answer: the request is then sent once more
+on a fresh one (an error answer is never sent again: the hop would drop it as replayed).
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from typing import Any
 
 import anyio
 from libp2p.network.stream.net_stream import StreamState
+from libp2p.peer.id import ID
 
 from hearth.protocol.transport.host import HearthHost
-from hearth.protocol.transport.streams import FrameStream
+from hearth.protocol.transport.streams import ErrorAnswer, FrameStream
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import Message
 
@@ -72,8 +74,8 @@ class HopStreams:
         if kept is not None:
             try:
                 return await self._round(peer_id, kept, request)
-            except HearthError as exc:
-                if exc.code is not ErrorCode.UNREACHABLE:
+            except HearthError as exc:  # an error answer is an answer: never sent again
+                if exc.code is not ErrorCode.UNREACHABLE or isinstance(exc, ErrorAnswer):
                     raise
         stream = await self.host.open(peer_id, self.protocol, addrs)
         self.opened += 1
@@ -111,11 +113,15 @@ class HopStreams:
         return None
 
     async def _sweep(self) -> None:
-        """Close streams idle too long, and those found closed by the peer."""
+        """Close streams idle too long, and those found closed by the peer; reset those
+        on a connection the peer has since replaced (it may be dead without TCP knowing,
+        and a stream left open on it keeps it alive and picked for new streams)."""
         cutoff = time.monotonic() - self.idle_s
+        replaced: list[FrameStream] = []
         for peer, idle in list(self._idle.items()):
-            fresh = [(t, s) for t, s in idle if t > cutoff]
-            self._closing += [s for t, s in idle if t <= cutoff]
+            replaced += [s for _, s in idle if not self._on_newest(peer, s)]
+            fresh = [(t, s) for t, s in idle if t > cutoff and s not in replaced]
+            self._closing += [s for t, s in idle if t <= cutoff and s not in replaced]
             if fresh:
                 self._idle[peer] = fresh
             else:
@@ -123,6 +129,13 @@ class HopStreams:
         closing, self._closing = self._closing, []
         for stream in closing:
             await _drop(stream)
+        for stream in replaced:
+            await _drop(stream, reset=True)
+
+    def _on_newest(self, peer_id: str, stream: FrameStream) -> bool:
+        """Whether `stream` runs on the newest connection to `peer_id`."""
+        conns = self.host.host.get_network().get_connections(ID.from_base58(peer_id))
+        return bool(conns) and conns[-1].muxed_conn is stream.stream.muxed_conn
 
     async def aclose(self) -> None:
         """Close every kept stream."""

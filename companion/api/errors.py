@@ -3,10 +3,12 @@ read bounded and typed (a body is never trusted to be small, well-formed or JSON
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import TypeVar
 
+import anyio
 from pydantic import BaseModel, ValidationError
 from starlette.requests import ClientDisconnect, Request
 
@@ -14,6 +16,7 @@ from hearth.protocol.web import HTTP_STATUS
 from hearth.protocol.wire.errors import HearthError
 
 MAX_BODY = 1 << 20  # bytes of one request body
+BODY_READ_S = 30.0  # a body arrives within this, else 408: a trickled body holds no slot long
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -45,7 +48,7 @@ class ApiError(Exception):
     def headers(self) -> dict[str, str] | None:
         """A body left unread (too large) ends the connection: nobody may reuse it. A `busy`
         answer says when to try again (`Retry-After`)."""
-        if self.status == 413:
+        if self.status in (408, 413):
             return {"Connection": "close"}
         if self.retry_after_s is not None:
             return {"Retry-After": str(self.retry_after_s)}
@@ -78,7 +81,8 @@ async def _chunks(request: Request, limit: int) -> AsyncIterator[bytes]:
 async def typed_body(request: Request, model: type[M], limit: int = MAX_BODY) -> M:
     """The request's JSON body as `model`: 415 unless JSON, 413 past `limit` bytes, 400 when
     it does not validate (the message names where, never the value)."""
-    body = b"".join([chunk async for chunk in _chunks(request, limit)])
+    with _in_time():
+        body = b"".join([chunk async for chunk in _chunks(request, limit)])
     try:
         return model.model_validate_json(body)
     except ValidationError as exc:
@@ -89,8 +93,18 @@ async def drain(request: Request, limit: int = MAX_BODY) -> None:
     """Read the body of a request that is refused anyway and drop it, never keeping it (a
     flood of bodies costs no memory, and the client gets its answer: a connection closed on
     bytes it did not read is reset, the answer lost); 415, 413 and 499 as `typed_body`."""
-    async for _ in _chunks(request, limit):
-        pass
+    with _in_time():
+        async for _ in _chunks(request, limit):
+            pass
+
+
+@contextlib.contextmanager
+def _in_time() -> Iterator[None]:
+    """408 when the body has not all arrived within `BODY_READ_S` (slowloris)."""
+    with anyio.move_on_after(BODY_READ_S) as reading:
+        yield
+    if reading.cancelled_caught:
+        raise ApiError(408, "timed_out", f"the body did not arrive within {BODY_READ_S:g} s")
 
 
 def invalid(exc: ValidationError, within: str = "") -> ApiError:

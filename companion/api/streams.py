@@ -18,6 +18,7 @@ from starlette.types import Receive, Scope, Send
 
 from .errors import ApiError, drain
 
+MAX_RETRY_AFTER_S = 30.0  # long asks never tell a client to stay away for minutes
 GRACE_S = 2.0  # after a hang-up, how long a request may take to stop on its own
 SEND_TIMEOUT_S = 10.0  # a client that takes no event for this long is hung up on
 Emit = Callable[[bytes], Awaitable[None]]
@@ -105,7 +106,7 @@ class Slots:
                 429,
                 "busy",
                 f"{self.size} requests are running: try again shortly",
-                retry_after=self.held_s / self.size,
+                retry_after=min(self.held_s / self.size, MAX_RETRY_AFTER_S),
             )
         self.taken += 1
         began = time.monotonic()

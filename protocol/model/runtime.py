@@ -112,7 +112,8 @@ class LlamaRuntime:
         with self.lock:
             self._restore(memory)
             evaluated_prefix = self._start_from_prefix(memory, prefix) if prefix else 0
-            budget = thinking_budget or 0
+            # a block closed at its budget also holds its closing tokens
+            budget = thinking_budget + len(self.tokenize(THINK_CLOSE)) if thinking_budget else 0
             needed = len(memory.tokens) + len(new_tokens) + max_tokens + budget
             if needed > self.n_ctx:
                 raise HearthError(

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
-from hearth.protocol.wire.frames import FrameError
+from hearth.protocol.wire.frames import DEFAULT_MAX_FRAME, FrameError, encode_body
 from hearth.protocol.wire.messages import (
     ActionPlan,
     Cancel,
@@ -161,11 +161,13 @@ async def run_plan_session(
                     continue  # the node ended it as the plan finished: its frame comes next
                 await stream.write(
                     session.send(
-                        Observations(
-                            request_id=request.request_id,
-                            plan_id=plan.plan_id,
-                            round=session.round,
-                            results=results,
+                        within_a_frame(
+                            Observations(
+                                request_id=request.request_id,
+                                plan_id=plan.plan_id,
+                                round=session.round,
+                                results=results,
+                            )
                         )
                     )
                 )
@@ -193,3 +195,19 @@ async def run_plan_session(
     if not done:
         raise HearthError(ErrorCode.CANCELLED, "plan session cancelled")
     return outcome
+
+
+def within_a_frame(observations: Observations, max_frame: int = DEFAULT_MAX_FRAME) -> Observations:
+    """`observations` as they fit one frame: the largest results, one at a time, are
+    replaced by a note of their size (the steps ran and stay as they were; their results
+    stay on the phone), so a round of large tool results does not end the session."""
+    results = list(observations.results)
+    sizes = [len(encode_body(observations.model_copy(update={"results": [r]}))) for r in results]
+    while len(encode_body(observations.model_copy(update={"results": results}))) > max_frame:
+        largest = max(range(len(results)), key=sizes.__getitem__)
+        if sizes[largest] == 0:
+            break  # nothing left to take out: the frame is refused as before, typed
+        note = f"(a result of {sizes[largest]} bytes, too large to send: left on the phone)"
+        results[largest] = results[largest].model_copy(update={"result": note, "error": None})
+        sizes[largest] = 0
+    return observations.model_copy(update={"results": results})

@@ -32,6 +32,10 @@ class HalfWindowCredit(YamuxStream):
             await super()._auto_tune_and_send_window_update(bytes_read=bytes_read)
 
 
+class ErrorAnswer(HearthError):
+    """The error the peer answered with (an `ErrorFrame`), not a stream that broke."""
+
+
 class FrameStream:
     """One libp2p stream carrying Hearth frames."""
 
@@ -79,7 +83,7 @@ class FrameStream:
         if isinstance(event, FrameError):
             raise event.error
         if isinstance(event, ErrorFrame):
-            raise HearthError(event.code, event.message, retry_after=event.retry_after)
+            raise ErrorAnswer(event.code, event.message, retry_after=event.retry_after)
         return event
 
     async def close(self) -> None:

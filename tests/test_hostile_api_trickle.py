@@ -1,0 +1,72 @@
+"""Local clients that trickle their bodies against `hearth serve`'s HTTP API: the slot an
+ask takes before its body is read is given back when the body does not arrive in time."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from hearth.companion.api.errors import BODY_READ_S
+
+from .conftest import Processes
+from .nodes import cli, init_phone, start_companion
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def companion(tmp_path_factory: pytest.TempPathFactory, tiny_models) -> Iterator[tuple[str, str]]:
+    """A resident companion with the tiny local model: (API URL, token)."""
+    processes = Processes()
+    home = tmp_path_factory.mktemp("trickle") / "phone"
+    init_phone(home, tiny_models[1])
+    cli("hearth", "config", "set", "limits.max_tokens", "8", "--home", str(home))
+    try:
+        running = start_companion(processes, home)
+        yield running.ready["api"], (home / "api.token").read_text().strip()
+    finally:
+        processes.cleanup()
+
+
+def trickler(url: str, token: str) -> socket.socket:
+    """An ask whose headers promise 64 body bytes, of which one is sent."""
+    parts = urlsplit(url)
+    conn = socket.create_connection((parts.hostname, parts.port), timeout=10)
+    head = (
+        f"POST /api/ask HTTP/1.1\r\nHost: {parts.netloc}\r\nAuthorization: Bearer {token}\r\n"
+        "Content-Type: application/json\r\nContent-Length: 64\r\n\r\n{"
+    )
+    conn.sendall(head.encode())
+    return conn
+
+
+def test_trickled_bodies_do_not_hold_the_slots(companion) -> None:
+    """Before: each trickled body held its slot for as long as its client liked, and 8 of
+    them answered every other ask `busy` for ever. Now each is answered 408 in time."""
+    url, token = companion
+    held = [trickler(url, token) for _ in range(12)]  # every slot, and some refused ones
+    try:
+        auth = {"Authorization": f"Bearer {token}"}
+        body = {"text": "hi", "route": "local", "tool_choice": "none"}
+        status = 0
+        with httpx.Client(base_url=url, headers=auth, timeout=120) as http:
+            time.sleep(1)  # the tricklers are admitted first
+            assert http.post("/api/ask", json=body).status_code == 429
+            for _ in range(int(2 * BODY_READ_S)):  # bounded: two deadlines
+                status = http.post("/api/ask", json=body).status_code
+                if status == 200:
+                    break
+                time.sleep(1)
+        assert status == 200
+        for conn in held:  # each got its answer (the refused ones too, once drained or not)
+            answer = conn.recv(4096).split(b"\r\n", 1)[0]
+            assert answer.split()[1:2] == [b"408"], answer  # the refused ones drained too
+    finally:
+        for conn in held:
+            conn.close()
+
