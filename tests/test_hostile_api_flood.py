@@ -4,6 +4,7 @@ and the companion goes on serving a well-behaved app afterwards."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import resource
 from collections import Counter
@@ -23,18 +24,11 @@ pytestmark = pytest.mark.timeout(600)
 FLOOD = 1000  # concurrent asks (the listen queue holds 4096)
 
 
-@pytest.fixture(scope="module")
-def companion(
-    tmp_path_factory: pytest.TempPathFactory, tiny_models
-) -> Iterator[tuple[str, str, int]]:
-    """A resident companion with the tiny local model: (API URL, token, pid)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = 3 * FLOOD  # the flood's sockets on both ends, with room (the child inherits it)
-    if hard != resource.RLIM_INFINITY and hard < wanted:
-        pytest.skip(f"{FLOOD} connections need {wanted} file descriptors; the hard limit is {hard}")
-    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, wanted), hard))
+@contextlib.contextmanager
+def resident_companion(home: Path, tiny_models) -> Iterator[tuple[str, str, int]]:
+    """`hearth serve` for a new phone at `home` with the tiny local model (answers of 8
+    tokens): (API URL, token, pid)."""
     processes = Processes()
-    home = tmp_path_factory.mktemp("flood") / "phone"
     init_phone(home, tiny_models[1])
     cli("hearth", "config", "set", "limits.max_tokens", "8", "--home", str(home))
     try:
@@ -42,6 +36,20 @@ def companion(
         yield running.ready["api"], (home / "api.token").read_text().strip(), running.proc.pid
     finally:
         processes.cleanup()
+
+
+@pytest.fixture(scope="module")
+def companion(
+    tmp_path_factory: pytest.TempPathFactory, tiny_models
+) -> Iterator[tuple[str, str, int]]:
+    """A resident companion with room for the flood's file descriptors."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 3 * FLOOD  # the flood's sockets on both ends, with room (the child inherits it)
+    if hard != resource.RLIM_INFINITY and hard < wanted:
+        pytest.skip(f"{FLOOD} connections need {wanted} file descriptors; the hard limit is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, wanted), hard))
+    with resident_companion(tmp_path_factory.mktemp("flood") / "phone", tiny_models) as running:
+        yield running
 
 
 def flood(url: str, token: str, clients: int, body: dict) -> Counter[str]:

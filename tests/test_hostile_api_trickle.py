@@ -13,8 +13,7 @@ import pytest
 
 from hearth.companion.api.errors import BODY_READ_S
 
-from .conftest import Processes
-from .nodes import cli, init_phone, start_companion
+from .test_hostile_api_flood import resident_companion
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -22,15 +21,8 @@ pytestmark = pytest.mark.timeout(300)
 @pytest.fixture(scope="module")
 def companion(tmp_path_factory: pytest.TempPathFactory, tiny_models) -> Iterator[tuple[str, str]]:
     """A resident companion with the tiny local model: (API URL, token)."""
-    processes = Processes()
-    home = tmp_path_factory.mktemp("trickle") / "phone"
-    init_phone(home, tiny_models[1])
-    cli("hearth", "config", "set", "limits.max_tokens", "8", "--home", str(home))
-    try:
-        running = start_companion(processes, home)
-        yield running.ready["api"], (home / "api.token").read_text().strip()
-    finally:
-        processes.cleanup()
+    with resident_companion(tmp_path_factory.mktemp("trickle") / "phone", tiny_models) as running:
+        yield running[:2]
 
 
 def trickler(url: str, token: str) -> socket.socket:
@@ -69,4 +61,3 @@ def test_trickled_bodies_do_not_hold_the_slots(companion) -> None:
     finally:
         for conn in held:
             conn.close()
-

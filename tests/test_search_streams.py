@@ -64,15 +64,22 @@ def swarm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, 
         yield nodes, tmp / "phone"
 
 
-async def serve_old_exit(old: Path, home: RunningNode, nursery: trio.Nursery) -> HearthHost:
+async def serve_old_exit(
+    old: Path, home: RunningNode, nursery: trio.Nursery, working: list[bool] | None = None
+) -> HearthHost:
     """A search exit as nodes were before streams were kept: one packet per stream,
-    then the stream is closed. Its onion key is pushed to the home (the founder)."""
+    then the stream is closed; with `working`, once `working[0]` is false it resets
+    every stream instead (its backend broke, say). Its onion key is pushed to the home
+    (the founder)."""
     host, _, _, identity = host_for_home(old)
     keys, index = EpochKeys(time.time()), FtsIndex(old / INDEX_FILE)
 
     async def serve(stream: FrameStream) -> None:
         packet = await stream.receive()
         assert isinstance(packet, SearchPacket)
+        if working is not None and not working[0]:
+            await stream.reset()
+            return
         peeled = keys.peel(packet.data, time.time())
         reply, _ = seal_reply(peeled.reply_key, await index.search(*peeled.query()))
         await stream.send(SearchReply(data=reply))
