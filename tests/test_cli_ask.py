@@ -161,7 +161,7 @@ def test_ctrl_c_at_any_moment_is_cancelled_with_one_json_object(
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     print(f"{route} at {moment} s: ended {time.monotonic() - sent:.2f} s after SIGINT")
-    if proc.returncode == -signal.SIGINT and '"answer"' in out:
+    if proc.returncode in (0, -signal.SIGINT) and '"answer"' in out:  # its one object
         pytest.skip(f"the {route} ask had answered; SIGINT came while the process exited")
     assert proc.returncode == 130, out + err
     assert one_json(out) == {"error": {"code": "cancelled", "message": "cancelled by the user"}}
