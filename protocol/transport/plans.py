@@ -202,8 +202,11 @@ def within_a_frame(observations: Observations, max_frame: int = DEFAULT_MAX_FRAM
     replaced by a note of their size (the steps ran and stay as they were; their results
     stay on the phone), so a round of large tool results does not end the session."""
     results = list(observations.results)
-    sizes = [len(encode_body(observations.model_copy(update={"results": [r]}))) for r in results]
+    sizes: list[int] = []  # each result's share, measured only when the frame is too large
     while len(encode_body(observations.model_copy(update={"results": results}))) > max_frame:
+        sizes = sizes or [
+            len(encode_body(observations.model_copy(update={"results": [r]}))) for r in results
+        ]
         largest = max(range(len(results)), key=sizes.__getitem__)
         if sizes[largest] == 0:
             break  # nothing left to take out: the frame is refused as before, typed
