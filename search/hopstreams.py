@@ -131,6 +131,16 @@ class HopStreams:
             await _drop(stream)
         for stream in replaced:
             await _drop(stream, reset=True)
+            await self._close_if_unused(stream)
+
+    async def _close_if_unused(self, stream: FrameStream) -> None:
+        """Close the older connection `stream` ran on once it carries no stream (as
+        `NewestConnectionWins` does when the new one arrives): a new stream must not be
+        opened on a connection that may have died without a word."""
+        for conn in self.host.host.get_network().get_connections(ID.from_base58(stream.peer_id)):
+            if conn.muxed_conn is stream.stream.muxed_conn and not conn.get_streams():
+                with anyio.move_on_after(CLOSE_S, shield=True):
+                    await conn.close()
 
     def _on_newest(self, peer_id: str, stream: FrameStream) -> bool:
         """Whether `stream` runs on the newest connection to `peer_id`."""

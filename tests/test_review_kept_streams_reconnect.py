@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 import trio
+from libp2p.abc import INetConn
+from libp2p.peer.id import ID
 
-from hearth.protocol.transport.host import host_for_home
+from hearth.protocol.transport.host import HearthHost, host_for_home
 from hearth.protocol.transport.probe import lay_out_homes
 from hearth.protocol.transport.streams import FrameStream
 from hearth.protocol.wire.messages import Health, HealthRequest
@@ -51,8 +53,14 @@ async def kept_on_silent(tmp: Path) -> None:
         with trio.fail_after(20):
             await peer.disconnect(keeper.peer_id)  # the peer knows; the keeper does not
             await peer.connect(keeper.peer_id, keeper.addrs())  # and comes back
-        await trio.sleep(0.5)
+        with trio.fail_after(20):  # the keeper has taken the new connection in (as it
+            while len(connections(keeper, peer.peer_id)) < 2:  # would long before a search)
+                await trio.sleep(0.05)
         with trio.fail_after(8):  # before: the request waited on the dead connection
             assert isinstance(await streams.exchange(peer.peer_id, [], HealthRequest()), Health)
         await streams.aclose()
         nursery.cancel_scope.cancel()
+
+
+def connections(host: HearthHost, peer_id: str) -> list[INetConn]:
+    return host.host.get_network().get_connections(ID.from_base58(peer_id))
