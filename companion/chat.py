@@ -13,7 +13,7 @@ from typing import Literal
 
 import anyio
 
-from hearth.protocol.console import plain
+from hearth.protocol.kit.console import plain
 from hearth.protocol.wire.errors import HearthError
 
 from .client import ask_request, asking

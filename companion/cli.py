@@ -20,22 +20,22 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
 
-from hearth.protocol.console import (
+from hearth.protocol.kit.console import (
     add_version,
     cell,
     emit,
     plain,
     read_uri,
     reporting,
-    resolve_home,
     run_cli,
 )
+from hearth.protocol.kit.home import resolve_home
 
 if TYPE_CHECKING:
     import anyio
 
+    from hearth.companion.commands import ReportOp
     from hearth.companion.results import AskResult
-    from hearth.companion.socket_messages import Op
 
 T = TypeVar("T")
 
@@ -207,7 +207,7 @@ async def until_interrupted(request: Callable[[anyio.Event], Awaitable[T]], as_j
     import anyio
     import trio
 
-    from hearth.protocol.console import CANCELLED, report
+    from hearth.protocol.kit.console import CANCELLED, report
 
     def give_up() -> None:
         report(as_json, CANCELLED)
@@ -248,7 +248,7 @@ def _cancelling(timer: threading.Timer) -> Iterator[None]:
         timer.cancel()
 
 
-def _call(home: Path | None, op: Op) -> dict[str, Any]:
+def _call(home: Path | None, op: ReportOp) -> dict[str, Any]:
     """`op`'s `--json` object: from the companion when it runs, else in this process."""
     import trio
 
@@ -260,7 +260,7 @@ def _call(home: Path | None, op: Op) -> dict[str, Any]:
 @app.command()
 def tools(home: HomeOption = None, as_json: JsonOption = False) -> None:
     """The phone's tool manifest: tiers, annotations, control arguments."""
-    from hearth.companion.socket_messages import ToolsOp
+    from hearth.companion.commands import ToolsOp
 
     with reporting(as_json):
         payload = _call(home, ToolsOp())
@@ -298,7 +298,7 @@ def audit(
     as_json: JsonOption = False,
 ) -> None:
     """The audit log of every executor decision (and whether it is intact)."""
-    from hearth.companion.socket_messages import AuditOp
+    from hearth.companion.commands import AuditOp
 
     with reporting(as_json):
         payload = _call(home, AuditOp(verify=verify))
@@ -334,7 +334,7 @@ def audit(
 @app.command()
 def status(home: HomeOption = None, as_json: JsonOption = False) -> None:
     """Paired nodes: reachable or not and why, latency, their model."""
-    from hearth.companion.socket_messages import StatusOp
+    from hearth.companion.commands import StatusOp
 
     with reporting(as_json):
         payload = _call(home, StatusOp())
@@ -377,7 +377,7 @@ def search(
     """A private web search routed through friends' nodes (results are untrusted)."""
     with reporting(as_json):
         from hearth.companion.client import valid
-        from hearth.companion.socket_messages import SearchOp
+        from hearth.companion.commands import SearchOp
 
         payload = _call(home, valid(SearchOp, query=query, hops=hops, limit=limit))
 
@@ -406,7 +406,7 @@ def conversations(
     """Past conversations, or one of them turn by turn."""
     with reporting(as_json):
         from hearth.companion.client import valid
-        from hearth.companion.socket_messages import ConversationsOp
+        from hearth.companion.commands import ConversationsOp
 
         payload = _call(home, valid(ConversationsOp, id=conversation))
 
@@ -421,7 +421,7 @@ def conversations(
 @app.command()
 def inbox(home: HomeOption = None, as_json: JsonOption = False) -> None:
     """Requests waiting for the home node, and the answers that came back."""
-    from hearth.companion.socket_messages import InboxOp
+    from hearth.companion.commands import InboxOp
 
     with reporting(as_json):
         payload = _call(home, InboxOp())
@@ -476,8 +476,8 @@ def serve(
     with reporting(False):
         import trio
 
-        from hearth.companion.serve import exit_now
-        from hearth.companion.serve import serve as run
+        from hearth.companion.resident import exit_now
+        from hearth.companion.resident import serve as run
 
         exit_now(trio.run(run, _home(home), api_port, ready_file))
 

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 from hearth.protocol.transport.taskgroups import single_error
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
+from .commands import ReportOp
 from .confirm import Confirmation, Confirmer
 from .events import (
     AnswerEvent,
@@ -33,9 +34,7 @@ from .results import AskResult
 from .socket_messages import (
     MAX_REPLY_LINE,
     REPLIES,
-    SOCKET_NAME,
     AskOp,
-    AuditOp,
     CancelOp,
     ConfirmOp,
     Hello,
@@ -45,6 +44,7 @@ from .socket_messages import (
     first_problem,
     line_of,
     peer_uid,
+    socket_path,
 )
 
 M = TypeVar("M", bound=BaseModel)
@@ -63,10 +63,6 @@ def valid(model: type[M], **fields: Any) -> M:
 def ask_request(**fields: Any) -> AskRequest:
     """An `AskRequest`, or `invalid_input`."""
     return valid(AskRequest, **fields)
-
-
-def socket_path(home: Path) -> Path:
-    return home / SOCKET_NAME
 
 
 def hearth_error(event: ErrorEvent) -> HearthError:
@@ -121,7 +117,7 @@ class CompanionConnection:
                 ErrorCode.PROTOCOL_ERROR, f"the companion sent {first_problem(exc)}"
             ) from exc
 
-    async def call(self, op: Op) -> dict[str, Any]:
+    async def call(self, op: ReportOp) -> dict[str, Any]:
         """An op answered with one result: the command's `--json` object."""
         await self.send(op)
         reply = await self.receive()
@@ -224,7 +220,7 @@ async def asking(home: Path) -> AsyncIterator[Ask]:
 
         yield over_socket
         return
-    from .serve import command_lock
+    from .home_lock import command_lock
     from .service import Service
 
     with command_lock(home):
@@ -232,17 +228,11 @@ async def asking(home: Path) -> AsyncIterator[Ask]:
             yield service.ask
 
 
-async def call(home: Path, op: Op) -> dict[str, Any]:
+async def call(home: Path, op: ReportOp) -> dict[str, Any]:
     """A reporting op's `--json` object, from the companion when it runs, else in-process."""
     async with companion(home) as connection:
         if connection is not None:
             return await connection.call(op)
-    from .serve import command_lock
-    from .server import perform
-    from .service import Service, audit_report
+    from .commands import perform_here
 
-    with command_lock(home):
-        if isinstance(op, AuditOp):  # a damaged audit database must not stop the report
-            return audit_report(home, op.verify).model_dump(mode="json")
-        async with Service.open(home) as service:
-            return (await perform(service, op)).model_dump(mode="json")
+    return (await perform_here(home, op)).model_dump(mode="json")

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from hearth.protocol.console import plain
+from hearth.protocol.kit.console import plain
 
 SHOWN_CHARS = 200  # of each value, before "…(N more characters)"
 SHOWN_ARGUMENTS = 20  # before "…(N more arguments)": none may scroll the warnings away

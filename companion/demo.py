@@ -20,7 +20,7 @@ import platformdirs
 from rich.console import Console
 from rich.text import Text
 
-from hearth.protocol.console import plain
+from hearth.protocol.kit.console import plain
 from hearth.protocol.model.tiny import make_tiny
 
 from .swarmkit import KitError, Processes, RunningNode, last_json, run, start_node

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict
 
-from hearth.protocol.console import plain
+from hearth.protocol.kit.console import plain
 from hearth.protocol.wire.roster import Role, Roster
 
 from .confirm import Confirmation

@@ -21,7 +21,6 @@ from typing import Any
 
 import anyio
 
-from hearth.protocol.console import reason_about
 from hearth.protocol.transport.addressbook import AddressBook
 from hearth.protocol.transport.discovery import browse
 from hearth.protocol.transport.health import ask_health
@@ -29,7 +28,7 @@ from hearth.protocol.transport.host import HearthHost, host_for_home, quiet_libp
 from hearth.protocol.transport.keepalive import watch
 from hearth.protocol.transport.rostersync import ROSTER_PROTOCOL, adopt, pull
 from hearth.protocol.transport.streams import FrameStream
-from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.protocol.wire.errors import ErrorCode, HearthError, reason_about
 from hearth.protocol.wire.messages import MemberAddrs, RosterUpdate, SwarmKeyRotation
 from hearth.protocol.wire.roster import Role, Roster
 

@@ -21,7 +21,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hearth.protocol.console import read_toml, validated
+from hearth.protocol.kit.tomlfile import read_toml, validated
 
 POLICY_FILE = "policy.toml"
 DURATION = r"^[1-9][0-9]{0,6}[smhd]$"

@@ -29,13 +29,13 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, Unpack
 import anyio
 from pydantic import BaseModel
 
-from hearth.protocol.console import resolve_home
+from hearth.protocol.kit.home import resolve_home
 from hearth.protocol.transport.taskgroups import single_error
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
+from .client_confirm import RelayedConfirmer
 from .confirm import Confirmation, Confirmer, Scripted
 from .events import AnswerEvent, AskRequest, ErrorEvent, Event, EventSink, discard
-from .relay import RelayedConfirmer
 from .results import (
     AskResult,
     AuditResult,
@@ -215,7 +215,7 @@ class Companion:
         self._tasks: TaskGroup | None = None
 
     async def __aenter__(self) -> Companion:
-        from .serve import instance_lock
+        from .home_lock import instance_lock
         from .service import Service
 
         async with AsyncExitStack() as stack:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 from pydantic import ValidationError
 
-from hearth.protocol.console import read_toml
+from hearth.protocol.kit.tomlfile import read_toml
 from hearth.protocol.transport.keys import load_identity
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.identity import peer_id_of
@@ -527,7 +527,7 @@ class Service:
 
     async def status(self) -> StatusResult:
         """`hearth status --json`: the paired nodes, reachable or not and why."""
-        from hearth.protocol.console import reason_about
+        from hearth.protocol.wire.errors import reason_about
 
         out = StatusResult(peer_id=self.peer_id)
         if not self.paired:

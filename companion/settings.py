@@ -20,7 +20,7 @@ from pydantic import (
     field_validator,
 )
 
-from hearth.protocol.console import read_toml, validated
+from hearth.protocol.kit.tomlfile import read_toml, validated
 from hearth.protocol.transport.keys import write_secret
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import Limits

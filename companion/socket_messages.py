@@ -1,9 +1,9 @@
 """The companion.sock protocol: JSON lines, one typed message a line, both ways.
 
-Client → server: an `Op` (`ask`, `confirm`, `cancel`, `status`, `search`, `tools`,
-`audit`, `conversations`, `inbox`). Server → client: a `Hello` as soon as it accepts
-the connection (a client bounds its wait for it: a stuck companion is an error, never a
-hang), then `Event`s for an ask (tokens,
+Client → server: an `Op`: `ask`, `confirm` or `cancel`, or one of the reporting
+commands (`status`, `search`, `tools`, `audit`, `conversations`, `inbox`: `commands`).
+Server → client: a `Hello` as soon as it accepts the connection (a client bounds its wait
+for it: a stuck companion is an error, never a hang), then `Event`s for an ask (tokens,
 route, steps, confirmations, then an answer or an error), one `ResultLine` or an
 `ErrorEvent` for every other op. Every model forbids unknown fields; a client's line is at most
 `MAX_LINE` bytes. Light to import: the thin client loads it on every command.
@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import socket
 import struct
+from pathlib import Path
 from typing import Annotated, Literal
 
 from anyio.abc import SocketAttribute, SocketStream
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, ValidationError
 
+from .commands import BaseOp, ReportOp
 from .events import AskRequest, ErrorEvent, Event
 
 SOCKET_NAME = "companion.sock"
@@ -27,66 +29,22 @@ MAX_LINE = 1 << 20  # bytes in one line from a client, newline included
 MAX_REPLY_LINE = 1 << 28
 
 
-class _Op(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class AskOp(_Op):
+class AskOp(BaseOp):
     op: Literal["ask"] = "ask"
     request: AskRequest
 
 
-class ConfirmOp(_Op):
+class ConfirmOp(BaseOp):
     op: Literal["confirm"] = "confirm"
     confirm_id: Annotated[str, Field(max_length=64)]
     approve: bool
 
 
-class CancelOp(_Op):
+class CancelOp(BaseOp):
     op: Literal["cancel"] = "cancel"
 
 
-class StatusOp(_Op):
-    op: Literal["status"] = "status"
-
-
-class SearchOp(_Op):
-    op: Literal["search"] = "search"
-    query: Annotated[str, Field(min_length=1, max_length=4096)]
-    hops: Annotated[int, Field(ge=2, le=3)] = 2
-    limit: Annotated[int, Field(ge=1, le=50)] = 10
-
-
-class ToolsOp(_Op):
-    op: Literal["tools"] = "tools"
-
-
-class AuditOp(_Op):
-    op: Literal["audit"] = "audit"
-    verify: bool = False
-
-
-class ConversationsOp(_Op):
-    op: Literal["conversations"] = "conversations"
-    id: Annotated[str | None, Field(max_length=128)] = None
-
-
-class InboxOp(_Op):
-    op: Literal["inbox"] = "inbox"
-
-
-Op = Annotated[
-    AskOp
-    | ConfirmOp
-    | CancelOp
-    | StatusOp
-    | SearchOp
-    | ToolsOp
-    | AuditOp
-    | ConversationsOp
-    | InboxOp,
-    Field(discriminator="op"),
-]
+Op = Annotated[AskOp | ConfirmOp | CancelOp | ReportOp, Field(discriminator="op")]
 OPS: TypeAdapter[Op] = TypeAdapter(Op)
 
 
@@ -108,6 +66,11 @@ class ResultLine(BaseModel):
 
 Reply = Annotated[Event | ResultLine | Hello, Field(discriminator="type")]
 REPLIES: TypeAdapter[Reply] = TypeAdapter(Reply)
+
+
+def socket_path(home: Path) -> Path:
+    """Where the companion serving `home` listens."""
+    return home / SOCKET_NAME
 
 
 def peer_uid(stream: SocketStream) -> int:

@@ -12,16 +12,16 @@ from typing import Annotated, Literal
 
 import typer
 
-from hearth.protocol.console import (
+from hearth.protocol.kit.console import (
     add_version,
     cell,
     configure_logging,
     emit,
     read_uri,
     reporting,
-    resolve_home,
     run_cli,
 )
+from hearth.protocol.kit.home import resolve_home
 
 app = typer.Typer(
     help="Hearth home node: your always-on planner, relay and search exit.", no_args_is_help=True

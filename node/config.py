@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hearth.protocol.console import read_toml, validated
+from hearth.protocol.kit.tomlfile import read_toml, validated
 
 CONFIG_FILE = "config.toml"
 

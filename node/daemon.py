@@ -21,14 +21,13 @@ from typing import Any
 
 import anyio
 
-from hearth.protocol.console import reason_about
 from hearth.protocol.transport.addressbook import AddressBook
 from hearth.protocol.transport.health import HEALTH_PROTOCOL, ask_health
 from hearth.protocol.transport.host import host_for_home, quiet_libp2p
 from hearth.protocol.transport.keys import write_secret
 from hearth.protocol.transport.relay import Relaying
 from hearth.protocol.transport.streams import FrameStream
-from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.protocol.wire.errors import ErrorCode, HearthError, reason_about
 from hearth.protocol.wire.messages import Health, HealthRequest, MemberAddrs
 from hearth.protocol.wire.roster import Role
 

@@ -29,7 +29,10 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from hearth.protocol.web import HTTP_STATUS, guard, load_token, serve
+from hearth.protocol.kit.web.guard import guard
+from hearth.protocol.kit.web.loopback import serve
+from hearth.protocol.kit.web.status import HTTP_STATUS
+from hearth.protocol.kit.web.token import load_token
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
 from .control import (

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hearth.companion.terminal import ProseOnly
+from hearth.protocol.model.prose import ProseOnly
 
 from .conftest import Processes
 from .hostile.harness import start_bench

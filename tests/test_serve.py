@@ -381,8 +381,8 @@ def test_ctrl_c_on_a_served_ask_exits_130(scripted) -> None:
 def test_a_relayed_question_nobody_answers_is_a_refusal() -> None:
     import trio
 
+    from hearth.companion.client_confirm import RelayedConfirmer
     from hearth.companion.confirm import Confirmation
-    from hearth.companion.relay import RelayedConfirmer
 
     asked = []
 
@@ -484,8 +484,8 @@ def while_serving(home: Path, work: Callable[[Path], Awaitable[T]]) -> T:
     `Service`: no model, no node)."""
     import trio
 
-    from hearth.companion.server import serve_socket
     from hearth.companion.service import Service
+    from hearth.companion.socket_server import serve_socket
 
     async def main() -> T:
         with trio.fail_after(120):
@@ -554,7 +554,7 @@ def test_a_storage_problem_reads_the_same_served_and_in_process(tmp_path) -> Non
 
 
 def test_a_symlinked_lock_file_is_refused_and_its_target_untouched(tmp_path) -> None:
-    from hearth.companion.serve import instance_lock
+    from hearth.companion.home_lock import instance_lock
     from hearth.protocol.wire.errors import HearthError
 
     home = tmp_path / "home"
@@ -638,7 +638,7 @@ def lock_is_shared(home: Path) -> bool:
 def test_no_command_works_in_process_beside_a_starting_companion(tmp_path) -> None:
     """A companion holds the home while it starts (resuming interrupted plans) before its
     socket is up: a command then must not resume the same plans in-process."""
-    from hearth.companion.serve import instance_lock
+    from hearth.companion.home_lock import instance_lock
 
     home = tmp_path / "home"
     cli("hearth", "init", "--json", "--home", str(home))
@@ -674,7 +674,7 @@ def test_no_companion_starts_beside_a_command_working_in_process(processes, tmp_
 def test_the_ready_file_never_follows_a_planted_link(tmp_path) -> None:
     """`--ready-file` in a shared folder: a link planted where the partial file was
     expected (`.NAME.PID`) must not make the companion overwrite the link's target."""
-    from hearth.companion.serve import write_ready
+    from hearth.companion.resident import write_ready
 
     precious = tmp_path / "precious"
     precious.write_text("keep me\n")

@@ -1,4 +1,4 @@
-"""The loopback web guard (protocol/web.py) in front of a small real Starlette app, served
+"""The loopback web guard (protocol/kit/web/) in front of a small real Starlette app, served
 by Hypercorn's trio worker on a free port and reached with httpx: Host (DNS rebinding),
 Origin (CSRF), the token and the login session, the security headers on every answer, the
 failed-login budget, the token file; and hypothesis over Host/Origin values at the ASGI
@@ -25,8 +25,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route
 
-from hearth.protocol import web
-from hearth.protocol.web import LOGIN_BURST, guard, load_token, serve
+from hearth.protocol.kit.web import login as login_form
+from hearth.protocol.kit.web.access import LOGIN_BURST
+from hearth.protocol.kit.web.guard import guard
+from hearth.protocol.kit.web.loopback import serve
+from hearth.protocol.kit.web.token import load_token
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
 from .trio_thread import started_in_thread
@@ -214,7 +217,7 @@ def test_failed_logins_run_out_but_never_lock_out_the_right_token() -> None:
 def test_a_login_body_that_trickles_in_is_cut_off(monkeypatch: pytest.MonkeyPatch) -> None:
     """Slowloris on the one body read before any token: the server answers 408 and hangs up
     instead of holding the connection for as long as the sender likes."""
-    monkeypatch.setattr(web, "LOGIN_READ_S", 0.5)
+    monkeypatch.setattr(login_form, "LOGIN_READ_S", 0.5)
     with served() as port, socket.create_connection(("127.0.0.1", port), timeout=30) as raw:
         raw.sendall(
             b"POST /login HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nOrigin: http://127.0.0.1:%d\r\n"

@@ -1,6 +1,6 @@
 """The local HTTP API: one Starlette app behind the web guard, served on 127.0.0.1.
 
-The guard (`protocol/web.py`) answers 421 to a Host other than this port's loopback
+The guard (`protocol/kit/web/`) answers 421 to a Host other than this port's loopback
 names, 403 to a cross-origin `Origin`, 401 without the bearer token (or the chat page's
 session); what passes reaches the OpenAI-compatible routes (`/v1`) or the native ones
 (`/api`). Hypercorn's trio worker serves it in the caller's event loop, the one that
@@ -21,7 +21,8 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from hearth.protocol.web import guard, serve
+from hearth.protocol.kit.web.guard import guard
+from hearth.protocol.kit.web.loopback import serve
 
 from . import native, openai
 from .errors import ApiError

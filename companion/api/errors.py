@@ -12,7 +12,7 @@ import anyio
 from pydantic import BaseModel, ValidationError
 from starlette.requests import ClientDisconnect, Request
 
-from hearth.protocol.web import HTTP_STATUS
+from hearth.protocol.kit.web.status import HTTP_STATUS
 from hearth.protocol.wire.errors import HearthError
 
 MAX_BODY = 1 << 20  # bytes of one request body

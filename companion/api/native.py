@@ -22,20 +22,21 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from hearth.protocol.transport.taskgroups import single_error
-from hearth.protocol.wire.errors import HearthError
 
-from ..events import AnswerEvent, AskRequest, ErrorEvent, Event
-from ..relay import RelayedConfirmer
-from ..server import error_event, internal_error, perform
-from ..socket_messages import (
+from ..client_confirm import RelayedConfirmer
+from ..commands import (
     AuditOp,
     ConversationsOp,
     InboxOp,
-    Op,
+    ReportOp,
     SearchOp,
     StatusOp,
     ToolsOp,
+    error_event,
+    failure,
+    perform,
 )
+from ..events import AnswerEvent, AskRequest, ErrorEvent, Event
 from .errors import ApiError, invalid, typed_body
 from .streams import Deferred, Emit, EventStream, Slots
 
@@ -77,7 +78,7 @@ class NativeApi:
 
     def routes(self) -> list[Route]:
         def op(
-            make: Callable[[Request], Awaitable[Op]],
+            make: Callable[[Request], Awaitable[ReportOp]],
         ) -> Callable[[Request], Awaitable[Response]]:
             async def endpoint(request: Request) -> Response:
                 try:
@@ -89,20 +90,20 @@ class NativeApi:
 
             return endpoint
 
-        async def search(request: Request) -> Op:
+        async def search(request: Request) -> ReportOp:
             return await typed_body(request, SearchOp)
 
-        async def audit(request: Request) -> Op:
+        async def audit(request: Request) -> ReportOp:
             verify = request.query_params.get("verify", "").lower()
             if verify not in FLAGS:
                 raise ApiError(400, "invalid_input", "verify: true or false")
             return AuditOp(verify=FLAGS[verify])
 
-        async def conversation(request: Request) -> Op:
+        async def conversation(request: Request) -> ReportOp:
             return ConversationsOp(id=request.path_params["conversation_id"])
 
-        def fixed(value: Op) -> Callable[[Request], Awaitable[Op]]:
-            async def make(request: Request) -> Op:
+        def fixed(value: ReportOp) -> Callable[[Request], Awaitable[ReportOp]]:
+            async def make(request: Request) -> ReportOp:
                 return value
 
             return make
@@ -119,18 +120,15 @@ class NativeApi:
             Route("/api/conversations/{conversation_id}", op(conversation), methods=["GET"]),
         ]
 
-    def result(self, op: Op) -> Response:
+    def result(self, op: ReportOp) -> Response:
         """The op's `--json` object, worked out while its client is watched."""
 
         async def work(cancel: anyio.Event) -> Response:
             try:
                 with single_error():
                     model = await perform(self.service, op)
-            except HearthError as exc:
-                return error_response(ApiError.of(exc))
-            except Exception:
-                event = internal_error()
-                return error_response(ApiError(500, event.code, event.message))
+            except Exception as exc:
+                return error_response(ApiError.of(failure(exc)))
             return JSONResponse(model.model_dump(mode="json"))
 
         return Deferred(work)
@@ -174,10 +172,8 @@ class NativeApi:
         try:
             with single_error():
                 result = await self.service.ask(ask, send, relay, cancel)
-        except HearthError as exc:
-            return error_event(exc)
-        except Exception:
-            return internal_error()
+        except Exception as exc:
+            return error_event(failure(exc))
         return AnswerEvent(result=result.model_copy(update={"served_by": "companion"}))
 
     async def confirm(self, request: Request) -> Response:

@@ -23,16 +23,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from hearth.protocol.model.prose import ProseOnly
 from hearth.protocol.model.toolcalls import ToolCall, render_calls
 from hearth.protocol.model.validate import validate_calls
 from hearth.protocol.transport.taskgroups import single_error
 from hearth.protocol.wire.errors import HearthError
 from hearth.protocol.wire.messages import ChatMessage, ToolName, ToolSpec
 
+from ..commands import internal_error
 from ..confirm import Scripted
 from ..events import MAX_REQUEST_CHARS, AskRequest, Event, EventSink, TokenEvent, discard
 from ..results import ClientToolCall
-from ..terminal import ProseOnly
 from .errors import ApiError, invalid, typed_body
 from .streams import Deferred, Emit, EventStream, Slots
 
@@ -452,7 +453,4 @@ class OpenAiApi:
 
 def internal() -> ApiError:
     """An unexpected failure, logged with a trace id the client is given."""
-    from ..server import internal_error
-
-    event = internal_error()
-    return ApiError(500, event.code, event.message)
+    return ApiError.of(internal_error())

@@ -1,8 +1,8 @@
-// What every Hearth page shares (served by protocol/web.py's guard at /hearth.js, loaded
+// What every Hearth page shares (served by the guard in protocol/kit/web/ at /hearth.js, loaded
 // before the page's own script): the session key, `$`, `showError` and `call`.
 "use strict";
 
-// The session's key (see protocol/web.py): handed over once in the sign-in redirect's
+// The session's key (see protocol/kit/web/access.py): handed over once in the sign-in redirect's
 // fragment, kept in this origin's sessionStorage (a cookie would reach every port of the
 // host), sent with every API request. Without it, sign in again.
 const KEY = (() => {

@@ -74,3 +74,9 @@ class RemoteProtocolError(HearthError):
 
     def __init__(self, message: str) -> None:
         super().__init__(ErrorCode.PROTOCOL_ERROR, message)
+
+
+def reason_about(peer: str, exc: HearthError) -> str:
+    """`exc` as the reason shown beside `peer` (a status row, a route's reason): its code
+    and message, without the peer's id again."""
+    return f"{exc.code.value}: {exc.message.replace(f'{peer}: ', '').replace(peer, 'it')}"

@@ -15,8 +15,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import secrets
-import sqlite3
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,27 +24,21 @@ from anyio.abc import SocketStream, TaskStatus
 from anyio.streams.buffered import BufferedByteReceiveStream
 from pydantic import BaseModel, ValidationError
 
-from hearth.protocol.console import storage_problem
 from hearth.protocol.transport.taskgroups import single_error
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
+from .client_confirm import RelayedConfirmer
+from .commands import ReportOp, error_event, failure, internal_error, perform
 from .events import AnswerEvent, AskRequest, ErrorEvent, Event
-from .relay import RelayedConfirmer
 from .socket_messages import (
     MAX_LINE,
     OPS,
     AskOp,
-    AuditOp,
     CancelOp,
     ConfirmOp,
-    ConversationsOp,
     Hello,
-    InboxOp,
     Op,
     ResultLine,
-    SearchOp,
-    StatusOp,
-    ToolsOp,
     first_problem,
     invalid,
     line_of,
@@ -62,38 +54,7 @@ SEND_TIMEOUT_S = 10.0  # a client that reads nothing for this long is dropped
 MAX_SOCKET_PATH = 107  # bytes in a Unix socket's path (sun_path, less its final NUL)
 CANCEL_GRACE_S = 0.5  # after a cancel, for the node to hear it before the request is cut off
 
-log = logging.getLogger("hearth.companion.server")
-
-
-async def perform(service: Service, op: Op) -> BaseModel:
-    """The result of an op other than ask/confirm/cancel: the command's `--json` model.
-    The thin client's in-process fallback calls this too, so both paths answer alike."""
-    match op:
-        case StatusOp():
-            return await service.status()
-        case SearchOp(query=query, hops=hops, limit=limit):
-            return await service.search(query, hops, limit)
-        case ToolsOp():
-            return service.tools()
-        case AuditOp(verify=verify):
-            return service.audit(verify)
-        case ConversationsOp(id=None):
-            return service.conversations.summaries()
-        case ConversationsOp(id=str(conversation_id)):
-            return service.conversations.detail(conversation_id)
-        case InboxOp():
-            return service.inbox.view()
-    raise HearthError(ErrorCode.INVALID_INPUT, f"{op.op} is not a request")
-
-
-def error_event(exc: HearthError) -> ErrorEvent:
-    return ErrorEvent(code=exc.code.value, message=exc.message)
-
-
-def internal_error() -> ErrorEvent:
-    trace = secrets.token_hex(4)
-    log.exception("internal error (trace %s)", trace)
-    return ErrorEvent(code="internal", message=f"internal error (trace {trace})")
+log = logging.getLogger("hearth.companion.socket_server")
 
 
 class Connection:
@@ -156,8 +117,8 @@ class Connection:
                 await self.send(invalid("one request at a time on a connection"))
             case AskOp(request=ask):
                 self._start(lambda r: self._ask(r, ask))
-            case _:
-                self._start(lambda r: self._perform(op))
+            case report:
+                self._start(lambda r: self._perform(report))
 
     def _start(self, work: Callable[[_Request], Awaitable[None]]) -> None:
         request = _Request()
@@ -183,7 +144,7 @@ class Connection:
 
         await self._reply(answer)
 
-    async def _perform(self, op: Op) -> None:
+    async def _perform(self, op: ReportOp) -> None:
         async def result() -> ResultLine:
             model = await perform(self._service, op)
             return ResultLine(result=model.model_dump(mode="json"))
@@ -195,13 +156,8 @@ class Connection:
         try:
             with single_error():
                 reply: BaseModel = await work()
-        except HearthError as exc:
-            reply = error_event(exc)
-        except (OSError, sqlite3.OperationalError) as exc:  # as the in-process command says
-            problem = storage_problem(exc)
-            reply = internal_error() if problem is None else error_event(problem)
-        except Exception:
-            reply = internal_error()
+        except Exception as exc:
+            reply = error_event(failure(exc))
         await self.send(reply)
 
     async def send(self, message: Event | BaseModel) -> None:
@@ -269,7 +225,7 @@ async def serve_socket(
             try:
                 await Connection(service, stream).run()
             except Exception:
-                internal_error()  # one client's trouble never takes the server down
+                internal_error()  # logged: one client's trouble never takes the server down
             finally:
                 clients -= 1
 

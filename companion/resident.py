@@ -9,7 +9,6 @@ stops it cleanly and SIGINT as Ctrl-C does, both within `STOP_BOUND_S`.
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
 import logging
 import os
@@ -17,8 +16,6 @@ import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,82 +25,23 @@ import trio
 from hearth.protocol.transport.taskgroups import single_error
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
-from .client import socket_path
-from .server import check_socket_path, serve_socket
+from .home_lock import instance_lock
+from .socket_messages import socket_path
+from .socket_server import check_socket_path, serve_socket
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
     from .service import Service
 
-LOCK_NAME = "companion.lock"
 TOKEN_NAME = "api.token"
 STOP_BOUND_S = 1.8  # after a stop signal, the most the companion takes to end (contract: 2 s)
 STOPPED_BY_INTERRUPT = 130
 
 
-@contextmanager
-def instance_lock(home: Path) -> Iterator[None]:
-    """Hold the home's companion lock, exclusively: `busy` while another companion (or a
-    `hearth` command working in-process, see `command_lock`) uses the home. The lock file
-    is never followed elsewhere: the holder's pid is written into it."""
-    path = home / LOCK_NAME
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    except OSError as exc:
-        if exc.errno != errno.ELOOP:
-            raise
-        symlink = f"{path} is a symbolic link: remove it"
-        raise HearthError(ErrorCode.INVALID_INPUT, symlink) from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
-            who = f"pid {holder}" if holder else "a `hearth` command working in-process"
-            raise HearthError(
-                ErrorCode.BUSY, f"a companion already serves {home}, or is starting ({who})"
-            ) from None
-        try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-            yield
-        finally:
-            os.ftruncate(fd, 0)  # nobody holds it now
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
-
-
-@contextmanager
-def command_lock(home: Path) -> Iterator[None]:
-    """A `hearth` command working in-process shares the home's lock with other commands,
-    never with a companion: one starting (lock held, socket not yet up) would resume the
-    same interrupted plans, and one started later would resume this command's plan as
-    interrupted. `busy` while a companion holds it; a home with no lock file to open
-    (missing, read-only, a file) is left for the command itself to report."""
-    try:
-        fd = os.open(home / LOCK_NAME, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    except OSError:
-        yield
-        return
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-            raise HearthError(
-                ErrorCode.BUSY,
-                f"a companion (pid {holder}) holds {home} but does not serve it yet: "
-                "try again once it is ready",
-            ) from None
-        yield
-    finally:
-        os.close(fd)
-
-
 def api_token(home: Path) -> str:
     """The HTTP API's bearer token in `api.token` (mode 0600), made on first use."""
-    from hearth.protocol.web import load_token
+    from hearth.protocol.kit.web.token import load_token
 
     try:
         return load_token(home / TOKEN_NAME)

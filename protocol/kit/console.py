@@ -1,32 +1,28 @@
-"""What both command lines share: homes, `--json` output and the error-to-exit mapping."""
+"""What both command lines share: `--json` output, plain text for untrusted strings, and the
+error-to-exit mapping (usage 2, Ctrl-C 130, a typed error its own status)."""
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
-import os
 import secrets
 import signal
 import sqlite3
 import sys
-import tomllib
 import unicodedata
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from hearth.protocol.interrupts import held
+from hearth.protocol.kit.home import storage_problem
 from hearth.protocol.transport.taskgroups import leaves, single_error
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
-if TYPE_CHECKING:  # pydantic loads when settings are read, not before Ctrl-C is held
+if TYPE_CHECKING:  # typer and rich load when used, not before Ctrl-C is held
     import typer
-    from pydantic import BaseModel
     from rich.text import Text
-
-M = TypeVar("M", bound="BaseModel")
 
 
 _KEEP = {"\n", "\t", "\u200d"}  # the zero-width joiner holds emoji sequences together
@@ -55,64 +51,11 @@ def plain(text: str, limit: int | None = None) -> str:
     return "".join(out)
 
 
-def reason_about(peer: str, exc: HearthError) -> str:
-    """`exc` as the reason shown beside `peer` (a status row, a route's reason): its code
-    and message, without the peer's id again."""
-    return f"{exc.code.value}: {exc.message.replace(f'{peer}: ', '').replace(peer, 'it')}"
-
-
 def cell(value: object) -> Text:
     """Untrusted text for a rich table cell or line: `plain`, never markup."""
     from rich.text import Text
 
     return Text(plain("" if value is None else str(value)))
-
-
-def resolve_home(option: Path | None, env_var: str, app_name: str) -> Path:
-    """`--home`, else `$env_var`, else the platform's per-user data directory."""
-    if option is not None:
-        home = option
-    elif os.environ.get(env_var):
-        home = Path(os.environ[env_var])
-    else:
-        import platformdirs
-
-        home = Path(platformdirs.user_data_dir(app_name))
-    home = home.expanduser().resolve()
-    home.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return home
-
-
-def read_toml(path: Path) -> dict[str, Any]:
-    """A settings file as a dict (empty when there is none); `invalid_input` if unparsable."""
-    if not path.exists():
-        return {}
-    try:
-        return tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:  # its message names the line and column
-        raise HearthError(ErrorCode.INVALID_INPUT, f"{path}: {exc}") from exc
-
-
-def validated(model: type[M], data: dict[str, Any], path: Path) -> M:
-    """`model` from settings read from `path`; `invalid_input` naming the key and its line."""
-    from pydantic import ValidationError
-
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        key = ".".join(str(p) for p in err["loc"])
-        lines = path.read_text().splitlines() if path.exists() else []
-        line = next(
-            (
-                i
-                for i, text in enumerate(lines, 1)
-                if err["loc"] and text.strip().startswith(str(err["loc"][0]))
-            ),
-            None,
-        )
-        where = f"line {line}: " if line else ""
-        raise HearthError(ErrorCode.INVALID_INPUT, f"{path}: {where}{key}: {err['msg']}") from exc
 
 
 def emit(as_json: bool, payload: dict[str, Any], render: Callable[[], None]) -> None:
@@ -148,32 +91,6 @@ def reporting(as_json: bool) -> Iterator[None]:
             _fail(as_json, problem)
     except Exception:
         _internal(as_json)
-
-
-def storage_problem(exc: BaseException) -> HearthError | None:
-    """A home that cannot be written (read-only, full, not ours, a file) as a clear error;
-    None for anything else."""
-    reasons = {
-        errno.EROFS: "is on a read-only file system",
-        errno.ENOSPC: "is on a full disk",
-        errno.EDQUOT: "is over its disk quota",
-        errno.EACCES: "is not writable by this user",
-        errno.EEXIST: "is a file where a directory belongs",
-        errno.ENOTDIR: "lies under a file, not a directory",
-    }
-    if isinstance(exc, OSError) and exc.errno in reasons:
-        where = exc.filename or "the home directory"
-        return HearthError(
-            ErrorCode.INVALID_INPUT, f"cannot write {where}: it {reasons[exc.errno]}"
-        )
-    text = str(exc).lower()
-    signs = ("readonly", "disk", "unable to open")
-    if isinstance(exc, sqlite3.OperationalError) and any(s in text for s in signs):
-        return HearthError(
-            ErrorCode.INVALID_INPUT,
-            f"the home's database cannot be written ({exc}): is the home read-only or full?",
-        )
-    return None
 
 
 def _internal(as_json: bool) -> None:

@@ -1,0 +1,114 @@
+"""The layout DESIGN.md fixes, read from the source (every import, lazy ones included):
+`protocol/` imports nothing of the rest, `companion/` and `node/` never import each
+other, `search/` imports neither, and the companion's doors (the command line, the
+companion.sock server, the HTTP API, the Python API) reach each other only through the
+core they all use."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("protocol", "companion", "node", "search")
+
+# Each door, by the modules it is made of: a door's modules may import one another and the
+# core, never another door's. The command line reaches a running companion through its
+# thin client (`client`), which speaks companion.sock's messages (`socket_messages`, core).
+DOORS = {
+    "command line": ("cli", "chat", "terminal", "client"),
+    "companion.sock": ("socket_server",),
+    "HTTP API": ("api",),
+    "Python API": ("sdk",),
+}
+
+
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(["hearth", *parts])
+
+
+def _imports(path: Path) -> Iterator[tuple[int, str]]:
+    """Every module `path` imports (line, dotted name), relative imports resolved; for
+    `from a import b`, both `a` and `a.b` (b may be a module)."""
+    module = _module(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                name = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                name = node.module or ""
+            yield node.lineno, name
+            for alias in node.names:
+                yield node.lineno, f"{name}.{alias.name}"
+
+
+def _sources(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
+
+
+def _within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def _crossings(package: str, forbidden: tuple[str, ...]) -> list[str]:
+    return [
+        f"{path.relative_to(ROOT)}:{line} imports {name}"
+        for path in _sources(package)
+        for line, name in _imports(path)
+        if any(_within(name, f"hearth.{other}") for other in forbidden)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("package", "forbidden"),
+    [
+        ("protocol", ("companion", "node", "search")),
+        ("companion", ("node",)),
+        ("node", ("companion",)),
+        ("search", ("companion", "node")),
+    ],
+)
+def test_packages_import_only_what_the_layout_allows(
+    package: str, forbidden: tuple[str, ...]
+) -> None:
+    assert _crossings(package, forbidden) == []
+
+
+def _door_of(name: str) -> str | None:
+    for door, modules in DOORS.items():
+        if any(_within(name, f"hearth.companion.{module}") for module in modules):
+            return door
+    return None
+
+
+def test_doors_never_import_one_another() -> None:
+    crossings = []
+    for path in _sources("companion"):
+        door = _door_of(_module(path))
+        if door is None:
+            continue
+        for line, name in _imports(path):
+            other = _door_of(name)
+            if other is not None and other != door:
+                crossings.append(f"{path.relative_to(ROOT)}:{line} ({door}) imports {name}")
+    assert crossings == []
+
+
+def test_every_door_module_exists() -> None:
+    """A door renamed without this test knowing would leave it checking nothing."""
+    for modules in DOORS.values():
+        for module in modules:
+            assert (ROOT / "companion" / f"{module}.py").exists() or (
+                ROOT / "companion" / module / "__init__.py"
+            ).exists(), module
