@@ -1,8 +1,8 @@
 """The layout DESIGN.md fixes, read from the source (every import, lazy ones included):
-`protocol/` imports nothing of the rest, `companion/` and `node/` never import each
-other, `search/` imports neither, and the companion's doors (the command line, the
-companion.sock server, the HTTP API, the Python API) reach each other only through the
-core they all use."""
+`protocol/` imports nothing of the rest (its wire, transport and model not even its shared
+kit), `companion/` and `node/` never import each other, `search/` imports neither, and the
+companion's doors (the command line, the companion.sock server, the HTTP API, the Python
+API) never import one another: each translates, and calls the core they all share."""
 
 from __future__ import annotations
 
@@ -83,6 +83,12 @@ def test_packages_import_only_what_the_layout_allows(
     package: str, forbidden: tuple[str, ...]
 ) -> None:
     assert _crossings(package, forbidden) == []
+
+
+@pytest.mark.parametrize("part", ["wire", "transport", "model"])
+def test_the_protocol_itself_never_imports_the_shared_kit(part: str) -> None:
+    """The console kit and the web guard sit beside the protocol, on top of it."""
+    assert _crossings(f"protocol/{part}", ("protocol.kit",)) == []
 
 
 def _door_of(name: str) -> str | None:
