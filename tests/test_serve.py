@@ -553,6 +553,44 @@ def test_a_storage_problem_reads_the_same_served_and_in_process(tmp_path) -> Non
     assert (served[0], served[1]["error"]["code"]) == (9, "invalid_input"), served
 
 
+def test_a_storage_problem_reads_the_same_over_http_as_over_the_socket(tmp_path) -> None:
+    """Every door reports a command's failure through the core: the HTTP API answers an
+    unwritable home as `invalid_input` (400) with the message the socket gives, not 500."""
+    import secrets
+
+    import trio
+
+    from hearth.companion.api import serve_api
+    from hearth.companion.service import Service
+    from hearth.companion.socket_server import serve_socket
+
+    home = tmp_path / "home"
+    cli("hearth", "init", "--json", "--home", str(home))
+    token = secrets.token_urlsafe(32)
+
+    def over_http(port: int) -> httpx.Response:
+        auth = {"authorization": f"Bearer {token}"}
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=auth, timeout=60) as http:
+            return http.get("/api/audit")
+
+    async def main() -> tuple[httpx.Response, tuple[int, dict]]:
+        with trio.fail_after(120):
+            async with trio.open_nursery() as nursery:
+                service = Service(home)
+                await nursery.start(serve_socket, service, home / "companion.sock")
+                port = await nursery.start(serve_api, service, 0, token)
+                (home / "audit.db").unlink()  # the audit database can no longer be opened
+                (home / "audit.db").mkdir()
+                answered = await trio.to_thread.run_sync(over_http, port)
+                served = await trio.to_thread.run_sync(hearth_run, home, "audit")
+                nursery.cancel_scope.cancel()
+        return answered, served
+
+    answered, (status, served) = trio.run(main)
+    assert (answered.status_code, answered.json()) == (400, served), answered.text
+    assert (status, served["error"]["code"]) == (9, "invalid_input")
+
+
 def test_a_symlinked_lock_file_is_refused_and_its_target_untouched(tmp_path) -> None:
     from hearth.companion.home_lock import instance_lock
     from hearth.protocol.wire.errors import HearthError
