@@ -1,8 +1,8 @@
-"""The command-line contract and the package layout rules of DESIGN.md."""
+"""The command-line contract of DESIGN.md, and how the packages are installed (the layout's
+import rules: test_layout.py)."""
 
 from __future__ import annotations
 
-import ast
 import json
 import subprocess
 import sys
@@ -50,39 +50,6 @@ def test_help_loads_neither_libp2p_nor_llama_cpp(tmp_path) -> None:
 def test_nothing_is_importable_under_a_bare_name(name: str, tmp_path) -> None:
     result = run(sys.executable, "-c", f"import {name}", cwd=tmp_path)
     assert result.returncode != 0 and "ModuleNotFoundError" in result.stderr
-
-
-def _imports(folder: str) -> set[str]:
-    found = set()
-    for path in (ROOT / folder).rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                found.add(node.module)
-            elif isinstance(node, ast.Import):
-                found.update(alias.name for alias in node.names)
-    return {m for m in found if m.startswith("hearth.")}
-
-
-def test_protocol_imports_nothing_else_of_the_repo() -> None:
-    assert {m for m in _imports("protocol") if not m.startswith("hearth.protocol")} == set()
-
-
-def test_companion_and_node_never_import_each_other_and_search_imports_neither() -> None:
-    assert not any(m.startswith("hearth.node") for m in _imports("companion"))
-    assert not any(m.startswith("hearth.companion") for m in _imports("node"))
-    assert not any(m.startswith(("hearth.node", "hearth.companion")) for m in _imports("search"))
-
-
-def test_wire_core_does_no_io() -> None:
-    banned = {"socket", "trio", "anyio", "asyncio", "libp2p", "os", "pathlib", "time"}
-    for path in (ROOT / "protocol" / "wire").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module]
-            assert not {n.split(".")[0] for n in names} & banned, path.name
 
 
 def test_node_init_json_and_exit_statuses(tmp_path) -> None:

@@ -85,6 +85,12 @@ def test_packages_import_only_what_the_layout_allows(
     assert _crossings(package, forbidden) == []
 
 
+def test_wire_core_does_no_io() -> None:
+    banned = {"socket", "trio", "anyio", "asyncio", "libp2p", "os", "pathlib", "time"}
+    for path in _sources("protocol/wire"):
+        assert not {name.split(".")[0] for _, name in _imports(path)} & banned, path.name
+
+
 @pytest.mark.parametrize("part", ["wire", "transport", "model"])
 def test_the_protocol_itself_never_imports_the_shared_kit(part: str) -> None:
     """The console kit and the web guard sit beside the protocol, on top of it."""
