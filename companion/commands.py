@@ -2,9 +2,10 @@
 
 A report (`status`, `search`, `tools`, `audit`, `conversations`, `inbox`) is one typed
 command; `perform` answers it with the command's `--json` model (`perform_here` too, for a
-home no companion serves). Every door (the command
-line in-process, companion.sock, the HTTP API) runs commands through `perform` and turns
-what a command raised into a typed error with `failure`, so all of them answer alike.
+home no companion serves). Every door (the command line in-process, companion.sock, the
+HTTP API) runs commands through `perform` and turns what a command raised into a typed
+error with `failure`, so all of them answer alike. A new report is one more `ReportOp`
+and its case in `perform`; companion.sock carries it as it is.
 """
 
 from __future__ import annotations

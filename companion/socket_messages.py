@@ -5,8 +5,8 @@ commands (`status`, `search`, `tools`, `audit`, `conversations`, `inbox`: `comma
 Server → client: a `Hello` as soon as it accepts the connection (a client bounds its wait
 for it: a stuck companion is an error, never a hang), then `Event`s for an ask (tokens,
 route, steps, confirmations, then an answer or an error), one `ResultLine` or an
-`ErrorEvent` for every other op. Every model forbids unknown fields; a client's line is at most
-`MAX_LINE` bytes. Light to import: the thin client loads it on every command.
+`ErrorEvent` for every other op. Every model forbids unknown fields; a client's line is at
+most `MAX_LINE` bytes. Light to import: the thin client loads it on every command.
 """
 
 from __future__ import annotations
