@@ -154,6 +154,26 @@ class Conversations:
             turns=[turn for turn, _ in self.turns(conversation_id)],
         )
 
+    def rename(self, conversation_id: str, title: str) -> ConversationSummary:
+        """Give the conversation a new title (its turns are kept)."""
+        with self.db:
+            self.db.execute(
+                "UPDATE conversations SET title = ? WHERE id = ?", (title, conversation_id)
+            )
+        summary = self._summary(conversation_id)
+        if summary is None:
+            raise HearthError(ErrorCode.INVALID_INPUT, f"no conversation {conversation_id!r}")
+        return summary
+
+    def delete(self, conversation_id: str) -> None:
+        """Forget the conversation and its turns."""
+        if self._summary(conversation_id) is None:
+            raise HearthError(ErrorCode.INVALID_INPUT, f"no conversation {conversation_id!r}")
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.execute("DELETE FROM turns WHERE conversation_id = ?", (conversation_id,))
+            self.db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+
     def _summary(self, conversation_id: str) -> ConversationSummary | None:
         row = self.db.execute(
             "SELECT c.id, c.title, COUNT(t.seq), c.updated FROM conversations c"

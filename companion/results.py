@@ -100,6 +100,7 @@ class AskResult(Result):
 class NodeStatus(Result):
     peer_id: str
     name: str = ""
+    roles: list[str] = Field(default_factory=list)  # "home" for the home node, "planner"
     reachable: bool = False
     reason: str = ""
     latency_ms: float | None = None

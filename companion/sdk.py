@@ -207,7 +207,9 @@ class Companion:
     else the platform's data directory), opened with `async with`."""
 
     def __init__(self, home: Path | str | None = None, *, resident: bool = True) -> None:
-        self.home = resolve_home(Path(home) if home is not None else None, "HEARTH_HOME", "hearth")
+        self.home = resolve_home(
+            Path(home) if home is not None else None, "HEARTH_HOME", "hearth", create=True
+        )
         self.resident = resident  # keep the link to the home node up and the model warm
         self._tools: list[Tool] = []
         self._service: Service | None = None

@@ -541,7 +541,8 @@ class Service:
             for member in link.roster.roster.members:
                 if not ({Role.HOME, Role.PLANNER} & member.roles):
                     continue
-                entry = NodeStatus(peer_id=member.peer_id, name=member.name)
+                roles = sorted(role.value for role in member.roles)
+                entry = NodeStatus(peer_id=member.peer_id, name=member.name, roles=roles)
                 try:
                     t0 = time.monotonic()
                     health = await ask_health(link.host, member.peer_id, book.get(member.peer_id))

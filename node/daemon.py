@@ -234,6 +234,7 @@ class Node:
                     "roles": sorted(m.roles),
                     "reachable": not reasons[m.peer_id],
                     "reason": reasons[m.peer_id],
+                    "last_seen_s": self.host.quiet_for(m.peer_id),  # None: not since start
                 }
                 for m in peers
             ],
