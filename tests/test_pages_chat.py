@@ -384,3 +384,28 @@ def test_the_home_status_is_one_line_and_sign_in_says_where_the_token_is(
         expect(signin.locator("#token-help")).to_contain_text(f"cat {token_file}")
     finally:
         context.close()
+
+
+def test_the_route_reason_is_one_line_with_the_rest_on_demand(
+    page: tuple[Page, Watch], chat: Chat
+) -> None:
+    """The phone here has no model of its own: `auto` escalates to the home and says why
+    at length (how to set a model)."""
+    page_, _ = page
+    page_.set_viewport_size({"width": 360, "height": 640})
+    page_.get_by_label("Route").select_option("auto")
+    chat.script(Script(rounds=[], answer="Planned at home."))
+    send(page_, "hi")
+    turn = last_turn(page_)
+    expect(turn).to_have_attribute("aria-busy", "false")
+    reason = turn.locator(".route .reason")
+    expect(reason).to_contain_text("no local model")
+    one_line = reason.evaluate(
+        "e => e.getBoundingClientRect().height < 2 * parseFloat(getComputedStyle(e).lineHeight)"
+    )
+    assert one_line
+    why = turn.locator(".route details")
+    expect(why.locator("p")).to_be_hidden()
+    why.get_by_text("why").click()
+    expect(why.locator("p")).to_be_visible()
+    expect(why.locator("p")).to_contain_text("hearth models pull botpsy-0.8b")

@@ -7,6 +7,7 @@
 
 const STATUS_MS = 15000;
 const LISTED = 50; // conversations listed at once (the newest; search finds the rest)
+const SHORT_REASON = 40; // characters of a route's reason that need no "why"
 // KEY, $, visible, el, copyButton, showError and call come from /hearth.js.
 const state = {
   conversation: null, homes: new Map(), confirms: [], open: null, busy: false,
@@ -81,7 +82,7 @@ class Turn {
     this.article = el("article");
     this.article.setAttribute("aria-busy", "true");
     this.article.append(el("p", text, "you"));
-    this.route = el("p", "", "route");
+    this.route = el("div", "", "route");
     this.routeName = el("strong");
     this.reason = el("span", "", "reason");
     this.more = el("details", undefined, "why");
@@ -115,15 +116,15 @@ class Turn {
     this.article.setAttribute("aria-busy", on ? "true" : "false");
   }
 
+  // The route, and the router's reason on one line; a longer reason in full under "why".
   setRoute(route, planner, escalated, deferred, reason) {
     const label = routeLabel(route, planner, escalated, deferred);
     this.routeName.textContent = visible(label);
     this.article.dataset.route = label;
     const full = visible(reason || "");
-    const first = full.split(/(?<=[.;:])\s/)[0];
-    this.reason.textContent = first ? ` ${first}` : "";
+    this.reason.textContent = full;
     this.more.lastChild.textContent = full;
-    this.more.hidden = first === full;
+    this.more.hidden = full.length <= SHORT_REASON;
     this.route.hidden = false;
   }
 
