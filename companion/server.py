@@ -180,6 +180,7 @@ class Connection:
         async def answer() -> AnswerEvent:
             result = await self._service.ask(ask, self.send, relay, request.cancel)
             request.logged.route = f"socket ask, {result.route}"
+            request.logged.id = result.request_id  # as `hearth ask --json` shows it
             return AnswerEvent(result=result)
 
         await self._reply(request, answer)

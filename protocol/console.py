@@ -217,6 +217,10 @@ def configure_logging(level: int = logging.WARNING, log_file: Path | None = None
         handler.setLevel(level)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=level, handlers=handlers, force=True)
+    # httpx logs every request's URL at INFO, and a URL can carry a query (a search, a
+    # private value): only debug output (`-v`) shows them
+    quiet = level if level <= logging.DEBUG else max(level, logging.WARNING)
+    logging.getLogger("httpx").setLevel(quiet)
 
 
 def run_cli(app: typer.Typer) -> None:

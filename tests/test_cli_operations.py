@@ -109,8 +109,9 @@ def test_hearth_serve_logs_one_line_per_request_to_stderr_and_a_private_file(
         assert http.get("/api/status").status_code == 401
         bearer = {"Authorization": f"Bearer {token}"}
         assert http.get("/api/conversations", headers=bearer).status_code == 200
-    cli("hearth", "ask", "--route", "local", "--tool-choice", "none", "--json",
-        "--home", str(phone), SECRET_PROMPT)  # fmt: skip
+    asked = cli("hearth", "ask", "--route", "local", "--tool-choice", "none", "--json",
+                "--home", str(phone), SECRET_PROMPT)  # fmt: skip
+    request_id = json.loads(asked.stdout)["request_id"]
     log = phone / "logs" / "serve.log"
     wait_until(lambda: any("socket ask" in line for line in log_lines(log)), "the ask's line")
     running.stop()
@@ -118,7 +119,7 @@ def test_hearth_serve_logs_one_line_per_request_to_stderr_and_a_private_file(
     assert any("GET /api/status: 401" in line for line in lines), lines
     assert any("GET /api/conversations: 200" in line for line in lines), lines
     [ask_line] = [line for line in lines if "socket ask" in line]
-    assert "socket ask, local: ok in" in ask_line and " ms" in ask_line
+    assert f"request {request_id} socket ask, local: ok in" in ask_line, ask_line
     assert log.stat().st_mode & 0o777 == 0o600 and log.parent.stat().st_mode & 0o777 == 0o700
     text = log.read_text() + err.read_text()
     assert SECRET_PROMPT not in text and token not in text
