@@ -351,12 +351,14 @@ def status(home: HomeOption = None, as_json: JsonOption = False) -> None:
                     "`hearth-node invite` on the home PC, then `hearth pair -` here."
                 )
                 return
-            table = Table("node", "name", "reachable", "latency ms", "model", "reason")
+            table = Table("node", "name", "reachable", "path", "latency ms", "model", "reason")
             for n in payload["nodes"]:  # names, models and reasons come from peers
+                path = "" if not n["reachable"] else f"via {n['relay']}" if n["relay"] else "direct"
                 table.add_row(
                     cell(n["peer_id"]),
                     cell(n["name"]),
                     "yes" if n["reachable"] else "no",
+                    cell(path),
                     cell(n["latency_ms"]),
                     cell((n["model"] or {}).get("name", "")),
                     cell(n["reason"]),

@@ -101,6 +101,7 @@ class NodeStatus(Result):
     peer_id: str
     name: str = ""
     roles: list[str] = Field(default_factory=list)  # "home" for the home node, "planner"
+    relay: str | None = None  # reachable through this relay (its name); None: directly
     reachable: bool = False
     reason: str = ""
     latency_ms: float | None = None

@@ -548,6 +548,7 @@ class Service:
                     health = await ask_health(link.host, member.peer_id, book.get(member.peer_id))
                     entry.latency_ms = round((time.monotonic() - t0) * 1000, 1)
                     entry.reachable = True
+                    entry.relay = relay_name(link, link.host.worked.get(member.peer_id, ""))
                     if health.model is not None:
                         entry.model = health.model.model_dump(mode="json")
                 except HearthError as exc:
@@ -626,3 +627,15 @@ def audit_report(home: Path, verify: bool) -> AuditResult:
         verified=verified,
         problem=problem or None,
     )
+
+
+def relay_name(link: NodeLink, address: str) -> str | None:
+    """The relay `address` goes through (its roster name, else its id), or None when it is
+    a direct address."""
+    from hearth.protocol.transport.circuits import is_circuit, relay_of
+
+    if not is_circuit(address):
+        return None
+    relay = relay_of(address)[0]
+    member = link.roster.roster.member(relay)
+    return (member.name if member is not None else "") or relay

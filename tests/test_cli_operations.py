@@ -126,7 +126,9 @@ def test_hearth_serve_logs_one_line_per_request_to_stderr_and_a_private_file(
     assert "GET /api/conversations: 200" in err.read_text()  # stderr too
 
 
-def test_hearth_node_serve_logs_each_plan_request(processes, tmp_path: Path, tiny_models) -> None:
+def test_hearth_node_serve_logs_each_plan_request_and_status_says_direct(
+    processes, tmp_path: Path, tiny_models
+) -> None:
     node = start_node(processes, tmp_path / "node", "--model", str(tiny_models[0]))
     phone = tmp_path / "phone"
     init_phone(phone)
@@ -140,6 +142,8 @@ def test_hearth_node_serve_logs_each_plan_request(processes, tmp_path: Path, tin
     assert "/hearth/plan/1 for a phone: ok in" in line, line
     assert SECRET_PROMPT not in log.read_text()
     assert log.stat().st_mode & 0o777 == 0o600
+    [home] = json.loads(cli("hearth", "status", "--json", "--home", str(phone)).stdout)["nodes"]
+    assert home["reachable"] and home["relay"] is None  # reached directly
 
 
 def systemd_verify(

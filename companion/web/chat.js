@@ -43,14 +43,15 @@ function rendered(source) {
 }
 
 // -- home status -------------------------------------------------------------------
-// One line: `Home: reachable, 29 ms`, `Home: unreachable — connection refused`,
-// `Home: not paired`.
+// One line: `Home: reachable, direct, 29 ms`, `Home: reachable, relayed via NAME, 80 ms`,
+// `Home: unreachable — connection refused`, `Home: not paired`.
 function statusLine(home) {
   if (!home) return "Home: not paired";
   if (!home.reachable) {
     return `Home: unreachable — ${(home.reason || "no answer").replace(/^unreachable: /, "")}`;
   }
-  return `Home: reachable${home.latency_ms != null ? `, ${Math.round(home.latency_ms)} ms` : ""}`;
+  const path = home.relay ? `relayed via ${home.relay}` : "direct";
+  return `Home: reachable, ${path}${home.latency_ms != null ? `, ${Math.round(home.latency_ms)} ms` : ""}`;
 }
 
 async function refreshStatus() {
