@@ -10,15 +10,20 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from playwright.sync_api import Browser, Page, expect
 
 from hearth.companion.conversations import Conversations
 from hearth.companion.results import AskResult
+from hearth.protocol.transport.membership import RosterHolder
 from hearth.protocol.wire.errors import HearthError
+from hearth.protocol.wire.identity import peer_id_of
+from hearth.protocol.wire.roster import Member, Role
 
 from .conftest import Processes
 from .hostile.harness import Bench, start_bench
@@ -58,6 +63,7 @@ def chat(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chat]:
     root = tmp_path_factory.mktemp("chat")
     try:
         bench = start_bench(processes, root)
+        befriend(bench)
         ready = root / "companion-ready.json"
         companion = processes.spawn(
             str(BIN / "hearth"), "serve", "--api-port", "0", "--ready-file", str(ready),
@@ -68,6 +74,17 @@ def chat(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chat]:
         yield Chat(url, token, bench)
     finally:
         processes.cleanup()
+
+
+FRIEND = peer_id_of(Ed25519PrivateKey.from_private_bytes(bytes(range(32))).public_key())
+
+
+def befriend(bench: Bench) -> None:
+    """The home's roster gains a friend's node holding `planner` (never running here),
+    and the phone gets that roster."""
+    friend = Member(peer_id=FRIEND, name="alice-pc", roles=frozenset({Role.PLANNER}))
+    RosterHolder(bench.root / "node").add(friend)
+    shutil.copy2(bench.root / "node" / "roster.signed", bench.phone / "roster.signed")
 
 
 @pytest.fixture
@@ -409,3 +426,20 @@ def test_the_route_reason_is_one_line_with_the_rest_on_demand(
     why.get_by_text("why").click()
     expect(why.locator("p")).to_be_visible()
     expect(why.locator("p")).to_contain_text("hearth models pull botpsy-0.8b")
+
+
+def test_a_turn_a_friends_node_planned_is_labelled_with_the_friends_name(
+    page: tuple[Page, Watch], chat: Chat
+) -> None:
+    kept = Conversations(chat.bench.phone / "conversations.db")
+    conversation = kept.for_request(None, False)
+    planned = AskResult(request_id="r1", route="remote", planner=FRIEND, answer="Planned.")
+    kept.append(conversation, "planned by alice", planned, set())
+    page_, _ = page
+    page_.reload()
+    expect(page_.locator("#home")).not_to_have_text("Home: checking…")  # the roster's names
+    page_.get_by_label("Find a conversation").fill("planned by alice")
+    page_.locator("#conversations li").first.get_by_role("button").first.click()
+    turn = last_turn(page_)
+    expect(turn.locator(".route strong")).to_have_text("friend alice-pc")
+    expect(turn).to_have_attribute("data-route", "friend alice-pc")
