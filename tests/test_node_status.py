@@ -4,6 +4,8 @@ before it became a typed value (`node/status.py`) is still there."""
 
 from __future__ import annotations
 
+import socket
+import threading
 from typing import Any
 
 import pytest
@@ -60,3 +62,30 @@ def test_status_json_keeps_every_key_running_and_stopped(processes, tmp_path, ti
     assert stopped["running"] is False and stopped["peer_id"] == running["peer_id"]
     assert key_paths(stopped) >= STOPPED_BEFORE
     assert stopped["model"] is None and stopped["peers"] == []
+
+
+@pytest.mark.parametrize("reply", [b'{"peer_id": 5}\n', b"not json\n", b""])
+def test_a_control_reply_that_is_no_status_is_a_protocol_error(tmp_path, reply: bytes) -> None:
+    """Whatever answers on `control.sock` (before: any JSON object was printed as the
+    node's status, and a reply that was no JSON crashed the command)."""
+    home = tmp_path / "node"
+    cli("hearth-node", "init", "--home", str(home))
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(home / "control.sock"))
+    listener.listen(1)
+
+    def answer() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(reply)
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    try:
+        result = cli("hearth-node", "status", "--json", "--home", str(home), check=False)
+    finally:
+        thread.join(timeout=10)
+        listener.close()
+    assert result.returncode == 10, result.stdout + result.stderr
+    assert last_json(result)["error"]["code"] == "protocol_error"
