@@ -2,8 +2,13 @@
 
 calendar (iCalendar), reminders, contacts (vCard), messages (outbox, or
 `termux-sms-send`), notes, files inside a sandbox, clipboard, device status.
-Writes deduplicate on the idempotency key `plan_id:step_id`: a rerun after a crash
-returns the first run's result instead of acting twice. Changing or deleting existing
+Writes are keyed by the step's idempotency key `plan_id:step_id`, in the data itself
+(a note's or a reminder's id, an event's uid, an outbox file's name): a rerun after a
+crash, also one between the write and the journal's record of it, finds the write done
+and returns it instead of acting twice. A deletion records its intent first, so a rerun
+that finds the event gone knows it was this step. An SMS cannot be checked: on Termux
+`message_send` is not idempotent, so a send a crash interrupted is rerun only when the
+user says so. Changing or deleting existing
 data (moving or deleting an event, overwriting a file or the clipboard) keeps no
 previous version, so it is irreversible: a confirmation per step. What the phone
 stores (files, notes, calendar, contacts, clipboard, reminders) is private, and
@@ -13,6 +18,7 @@ argument, never its value (the value may be private).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import shutil
@@ -45,6 +51,15 @@ def _when(text: str, name: str) -> dt.datetime:
         return dt.datetime.fromisoformat(text)
     except ValueError as exc:
         raise HearthError(ErrorCode.PLAN_REJECTED, f"{name}: not an ISO 8601 date-time") from exc
+
+
+def key_id(ctx: ToolContext, chars: int) -> str:
+    """The id of what a write makes: derived from its step's idempotency key."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, ctx.idempotency_key).hex[:chars]
+
+
+def find_by_id(items: list[dict[str, Any]], item_id: str) -> dict[str, Any] | None:
+    return next((item for item in items if item.get("id") == item_id), None)
 
 
 def _termux(*cmd: str) -> str | None:
@@ -100,15 +115,17 @@ def register_builtin(registry: Registry, data: PhoneData) -> None:
         ctx: ToolContext, title: Short, start: When, end: When, location: str = ""
     ) -> dict[str, Any]:
         """Create a calendar event."""
-        if (done := data.done(ctx.idempotency_key)) is not None:
-            return done
         if _when(end, "end") < _when(start, "start"):
             raise HearthError(ErrorCode.PLAN_REJECTED, "an event cannot end before it starts")
         import icalendar
 
         cal = load_calendar()
+        uid = str(uuid.uuid5(uuid.NAMESPACE_URL, ctx.idempotency_key))
+        for done in cal.walk("VEVENT"):
+            if str(done.get("uid")) == uid:  # a rerun: this step made it already
+                return event_view(done)
         ev = icalendar.Event()
-        ev.add("uid", str(uuid.uuid5(uuid.NAMESPACE_URL, ctx.idempotency_key)))
+        ev.add("uid", uid)
         ev.add("summary", title)
         ev.add("dtstart", _when(start, "start"))
         ev.add("dtend", _when(end, "end"))
@@ -117,7 +134,10 @@ def register_builtin(registry: Registry, data: PhoneData) -> None:
             ev.add("location", location)
         cal.add_component(ev)
         save_calendar(cal)
-        return data.record(ctx.idempotency_key, event_view(ev))
+        return event_view(ev)
+
+    def has_event(cal: icalendar.Calendar, event_id: str) -> bool:
+        return any(str(ev.get("uid")) == event_id for ev in cal.walk("VEVENT"))
 
     def find_event(cal: icalendar.Calendar, event_id: str) -> Any:
         for ev in cal.walk("VEVENT"):
@@ -141,13 +161,17 @@ def register_builtin(registry: Registry, data: PhoneData) -> None:
     @registry.tool(tier=Tier.IRREVERSIBLE, annotations=CHANGE, control=("event_id",))
     async def calendar_delete(ctx: ToolContext, event_id: Short) -> dict[str, Any]:
         """Delete a calendar event."""
-        if (done := data.done(ctx.idempotency_key)) is not None:
+        key, deleted = ctx.idempotency_key, {"deleted": event_id}
+        if (done := data.done(key)) is not None:
             return done
         cal = load_calendar()
+        if data.intended(key) == deleted and not has_event(cal, event_id):
+            return data.record(key, deleted)  # deleted by this step before a crash
         ev = find_event(cal, event_id)
+        data.intend(key, deleted)
         cal.subcomponents.remove(ev)
         save_calendar(cal)
-        return data.record(ctx.idempotency_key, {"deleted": event_id})
+        return data.record(key, deleted)
 
     reminders_file = data.path("reminders.json")
 
@@ -157,15 +181,12 @@ def register_builtin(registry: Registry, data: PhoneData) -> None:
     @registry.tool(tier=Tier.REVERSIBLE, annotations=WRITE)
     async def reminder_create(ctx: ToolContext, text: Short, at: When) -> dict[str, Any]:
         """Set a reminder (or alarm) at a date-time."""
-        if (done := data.done(ctx.idempotency_key)) is not None:
-            return done
-        reminder = {
-            "id": uuid.uuid5(uuid.NAMESPACE_URL, ctx.idempotency_key).hex[:12],
-            "text": text,
-            "at": _when(at, "at").isoformat(),
-        }
-        write_atomic(reminders_file, json.dumps([*load_reminders(), reminder], indent=1))
-        return data.record(ctx.idempotency_key, reminder)
+        reminder = {"id": key_id(ctx, 12), "text": text, "at": _when(at, "at").isoformat()}
+        reminders = load_reminders()
+        if (done := find_by_id(reminders, reminder["id"])) is not None:
+            return done  # a rerun: this step set it already
+        write_atomic(reminders_file, json.dumps([*reminders, reminder], indent=1))
+        return reminder
 
     @registry.tool(tier=Tier.READ_ONLY, annotations=READ, private=True, untrusted_results=True)
     async def reminder_list(ctx: ToolContext) -> list[dict[str, Any]]:
@@ -194,20 +215,21 @@ def register_builtin(registry: Registry, data: PhoneData) -> None:
         return found
 
     outbox = data.path("outbox")
+    sms = shutil.which("termux-sms-send") is not None  # a sent SMS cannot be checked
+    send = dataclasses.replace(SEND, idempotent=not sms)
 
-    @registry.tool(tier=Tier.IRREVERSIBLE, annotations=SEND, control=("to",))
+    @registry.tool(tier=Tier.IRREVERSIBLE, annotations=send, control=("to",))
     async def message_send(ctx: ToolContext, to: Short, body: Text) -> dict[str, Any]:
         """Send a text message (SMS on Termux; into the outbox on a PC)."""
         if (done := data.done(ctx.idempotency_key)) is not None:
             return done
-        if _termux("termux-sms-send", "-n", to, body) is not None:
-            channel = "sms"
-        else:
-            private_dir(outbox)
-            name = uuid.uuid5(uuid.NAMESPACE_URL, ctx.idempotency_key).hex[:16]
-            write_atomic(outbox / f"{name}.json", json.dumps({"to": to, "body": body}))
-            channel = "outbox"
-        return data.record(ctx.idempotency_key, {"sent": True, "to": to, "channel": channel})
+        if sms:
+            _termux("termux-sms-send", "-n", to, body)
+            return data.record(ctx.idempotency_key, {"sent": True, "to": to, "channel": "sms"})
+        message = private_dir(outbox) / f"{key_id(ctx, 16)}.json"
+        if not message.exists():  # else a rerun: this step put it there already
+            write_atomic(message, json.dumps({"to": to, "body": body}))
+        return {"sent": True, "to": to, "channel": "outbox"}
 
     notes_file = data.path("notes.json")
 
@@ -217,15 +239,12 @@ def register_builtin(registry: Registry, data: PhoneData) -> None:
     @registry.tool(tier=Tier.REVERSIBLE, annotations=WRITE)
     async def notes_create(ctx: ToolContext, text: Text, title: str = "") -> dict[str, Any]:
         """Write a note."""
-        if (done := data.done(ctx.idempotency_key)) is not None:
-            return done
-        note = {
-            "id": uuid.uuid5(uuid.NAMESPACE_URL, ctx.idempotency_key).hex[:12],
-            "title": title,
-            "text": text,
-        }
-        write_atomic(notes_file, json.dumps([*load_notes(), note], indent=1))
-        return data.record(ctx.idempotency_key, note)
+        note = {"id": key_id(ctx, 12), "title": title, "text": text}
+        notes = load_notes()
+        if (done := find_by_id(notes, note["id"])) is not None:
+            return done  # a rerun: this step wrote it already
+        write_atomic(notes_file, json.dumps([*notes, note], indent=1))
+        return note
 
     @registry.tool(tier=Tier.READ_ONLY, annotations=READ, private=True, untrusted_results=True)
     async def notes_search(ctx: ToolContext, query: str = "") -> list[dict[str, Any]]:

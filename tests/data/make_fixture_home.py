@@ -44,7 +44,9 @@ LEFT_OUT = {"companion.sock", "companion.lock", "serve-ready.json", "ready.json"
 
 
 def _script(path: Path, *rounds: list[PlanStep]) -> None:
-    path.write_text(Script(rounds=[Round(steps=s) for s in rounds], answer="Done.").model_dump_json())
+    path.write_text(
+        Script(rounds=[Round(steps=s) for s in rounds], answer="Done.").model_dump_json()
+    )
 
 
 def _ask(home: Path, text: str, *extra: str) -> dict[str, object]:
@@ -105,7 +107,9 @@ def make(out: Path, work: Path) -> None:
             "--log", str(work / "heard.jsonl"), "--ready-file", str(work / "hostile.json"),
             cwd=str(ROOT), stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        AddressBook(phone).remember(node.peer_id, wait_ready(hostile, work / "hostile.json")["addrs"])
+        AddressBook(phone).remember(
+            node.peer_id, wait_ready(hostile, work / "hostile.json")["addrs"]
+        )
         companion = start_companion(processes, phone)
         first = _ask(phone, "write a note and then text Sam", "--route", "remote")
         assert first.get("answer") == "Done.", first
@@ -115,11 +119,16 @@ def make(out: Path, work: Path) -> None:
                 PlanStep(
                     id="s1",
                     tool="calendar_create",
-                    arguments={"title": "dentist", "start": "2026-12-24T09:00",
-                               "end": "2026-12-24T10:00"},
-                ),  # fmt: skip
+                    arguments={
+                        "title": "dentist",
+                        "start": "2026-12-24T09:00",
+                        "end": "2026-12-24T10:00",
+                    },
+                ),
                 PlanStep(
-                    id="s2", tool="reminder_create", arguments={"text": "call", "at": "2026-12-24T08:00"}
+                    id="s2",
+                    tool="reminder_create",
+                    arguments={"text": "call", "at": "2026-12-24T08:00"},
                 ),
             ],
         )
