@@ -362,6 +362,7 @@ def test_yes_and_no_answer_for_the_served_command_line(scripted) -> None:
         assert out["plans"][0]["steps"][0]["status"] == status
 
 
+@pytest.mark.timing
 def test_ctrl_c_on_a_served_ask_exits_130(scripted) -> None:
     bench, _ = scripted
     bench.script.write_text(SEND_SCRIPT)

@@ -37,15 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hearth.companion.swarmkit import (
-    BIN,
-    Processes,
-    init_phone,
-    pair,
-    run,
-    start_node,
-    wait_ready,
-)
+from hearth.companion.audit import AuditLog
+from hearth.companion.swarmkit import BIN, Processes, init_phone, pair, start_node, wait_ready
 from hearth.protocol.transport.addressbook import AddressBook
 from hearth.protocol.wire.messages import PlanStep
 
@@ -261,9 +254,8 @@ def databases_broken(phone: Path) -> list[str]:
 
 
 def audit_holds(phone: Path) -> bool:
-    out = run("hearth", "audit", "--verify", "--json", "--home", str(phone), check=False)
-    lines = out.stdout.strip().splitlines()
-    return bool(lines) and json.loads(lines[-1]).get("verified") is True
+    """`hearth audit --verify`'s check, read beside the running companion."""
+    return AuditLog(phone).verify()[0]
 
 
 def recorded_texts(phone: Path) -> set[str]:
@@ -339,6 +331,8 @@ def chaos(root: Path, seed: int, points: int, log: Any = sys.stderr) -> Totals:
                 world.start_companion()
             check(world, totals, f"point {n} ({kind})")
             log.write(f"{n} {kind} {outcome}\n")
+            if n % 10 == 9:  # totals so far, in case the run is stopped
+                log.write(json.dumps(totals.report()) + "\n")
             log.flush()
         time.sleep(3)  # the inbox delivers what waited, the link being up
         recorded = recorded_texts(world.phone)
@@ -357,6 +351,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=33)
     parser.add_argument("--points", type=int, default=200)
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up mounts and namespaces
     with tempfile.TemporaryDirectory(prefix="hearth-chaos-") as tmp:
         totals = chaos(Path(tmp), args.seed, args.points)
     print(json.dumps(totals.report()))
