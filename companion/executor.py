@@ -196,6 +196,7 @@ class Executor:
         self.audit = audit
         self.confirmer = confirmer
         self.egress = Egress(policy or Policy())
+        self.not_rerun: list[str] = []  # tools of interrupted steps `resume` did not rerun
 
     async def execute(
         self,
@@ -313,6 +314,7 @@ class Executor:
             plan.plan_id, step.id, "refused", error="interrupted; not rerun", tool=step.tool
         )
         self._audit(plan, step.id, dict(step.arguments), "declined", "interrupted", "refused")
+        self.not_rerun.append(step.tool)
         return False
 
     async def _step(self, run: PlanRun, step: PlanStep) -> StepOutcome:

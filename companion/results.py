@@ -184,6 +184,8 @@ class TurnView(Result):
     plans: list[PlanView] = Field(default_factory=list)
     answer: str = ""
     time: float
+    state: Literal["running", "answered", "failed", "interrupted"] = "answered"
+    error: str | None = None  # why a failed or interrupted request has no answer
 
 
 class ConversationDetail(Result):
