@@ -92,6 +92,7 @@ def app_tool(
     description: str | None,
     annotations: Annotations | None,
     untrusted_results: bool | None,
+    key_fields: Iterable[str] = (),
 ) -> Tool:
     """`fn` (async or not; keyword arguments with type hints) as a registry `Tool`, strict
     where the app says nothing (as MCP tools are): an open-world tool's results are
@@ -135,6 +136,7 @@ def app_tool(
         args_model=model,
         source=APP,
         untrusted_results=open_world if untrusted_results is None else untrusted_results,
+        key_fields=frozenset(key_fields),
     )
 
 
@@ -261,6 +263,7 @@ class Companion:
         description: str | None = None,
         annotations: Annotations | None = None,
         untrusted_results: bool | None = None,
+        key_fields: Iterable[str] = (),
     ) -> Callable[[F], F]:
         """Register an app function as a tool of the phone. Its keyword parameters, with
         their type hints, make its schema; `control_args` name those that choose where an
@@ -270,7 +273,9 @@ class Companion:
         marks what the tool returns as written by others (a web page, a message).
         Strict unless the app says otherwise, like an MCP tool: by default an open-world
         tool's results are untrusted, and every argument of a write (reversible or
-        irreversible) or of an open-world tool is a control argument."""
+        irreversible) or of an open-world tool is a control argument. `key_fields` name
+        the fields of its results' entries that identify the owner's objects (an id): a
+        plan's `$ref` selection by trusted criteria may pick them as trusted."""
 
         def register(fn: F) -> F:
             tool = app_tool(
@@ -281,6 +286,7 @@ class Companion:
                 description=description,
                 annotations=annotations,
                 untrusted_results=untrusted_results,
+                key_fields=key_fields,
             )
             if self._service is not None:
                 self._service.registry.add(tool)

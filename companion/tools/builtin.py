@@ -80,7 +80,13 @@ def register_builtin(registry: Registry, data: PhoneData) -> None:
             "location": str(ev.get("location", "")),
         }
 
-    @registry.tool(tier=Tier.READ_ONLY, annotations=READ, private=True, untrusted_results=True)
+    @registry.tool(
+        tier=Tier.READ_ONLY,
+        annotations=READ,
+        private=True,
+        untrusted_results=True,
+        keys=("event_id",),
+    )
     async def calendar_list(
         ctx: ToolContext, start: When | None = None, end: When | None = None
     ) -> list[dict[str, Any]]:
@@ -167,7 +173,9 @@ def register_builtin(registry: Registry, data: PhoneData) -> None:
         write_atomic(reminders_file, json.dumps([*load_reminders(), reminder], indent=1))
         return data.record(ctx.idempotency_key, reminder)
 
-    @registry.tool(tier=Tier.READ_ONLY, annotations=READ, private=True, untrusted_results=True)
+    @registry.tool(
+        tier=Tier.READ_ONLY, annotations=READ, private=True, untrusted_results=True, keys=("id",)
+    )
     async def reminder_list(ctx: ToolContext) -> list[dict[str, Any]]:
         """List reminders."""
         return load_reminders()
@@ -227,7 +235,9 @@ def register_builtin(registry: Registry, data: PhoneData) -> None:
         write_atomic(notes_file, json.dumps([*load_notes(), note], indent=1))
         return data.record(ctx.idempotency_key, note)
 
-    @registry.tool(tier=Tier.READ_ONLY, annotations=READ, private=True, untrusted_results=True)
+    @registry.tool(
+        tier=Tier.READ_ONLY, annotations=READ, private=True, untrusted_results=True, keys=("id",)
+    )
     async def notes_search(ctx: ToolContext, query: str = "") -> list[dict[str, Any]]:
         """Find notes containing the query (all notes when it is empty)."""
         q = query.lower()
