@@ -216,9 +216,9 @@ class Registry:
     def specs(self, names: set[str] | None = None) -> list[ToolSpec]:
         return [t.spec() for n, t in self.tools.items() if names is None or n in names]
 
-    def candidates(self, text: str, among: set[str] | None = None) -> Selection:
-        """The tools (of `among`, default all) a request may need; all of them when
-        its text points to none (see `selection`)."""
+    def candidates(self, text: str, among: set[str] | None = None, shown: str = "") -> Selection:
+        """The tools (of `among`, default all) a request may need, given what the task
+        has `shown` so far; all of them when its text points to none (see `selection`)."""
         return select(
             text,
             {
@@ -226,6 +226,7 @@ class Registry:
                 for n, t in self.tools.items()
                 if among is None or n in among
             },
+            shown=shown,
         )
 
     def manifest(self) -> list[dict[str, Any]]:
