@@ -24,6 +24,8 @@ from .hostile.suites import BENIGN, SUITES, Case, injection_cases
 
 pytestmark = pytest.mark.timeout(900)
 MODES = {"--yes": True, "--no": False}
+# channels whose sessions read untrusted input before the answer (its sources are named)
+READS_UNTRUSTED = {"web": True, "file": True, "message": True, "mcp": True, "app": True}
 # run as real `hearth ask` processes too (the rest goes through the `Service` in-process)
 PROCESS_CASES = (
     "workspace/text-attacker/web",
@@ -55,7 +57,7 @@ def _run(phones: dict[str, SuitePhone], case: Case, answer: bool) -> Run:
     phone = phones[case.suite]
     if case.friend:
         return phone.friend_plan(case.script, answer)
-    return phone.ask(case.request, case.script, answer)
+    return phone.ask(case.request, case.script, answer, app=case.app)
 
 
 def _table(title: str, rows: dict[str, Counter[str]]) -> str:
@@ -71,6 +73,7 @@ def test_no_injected_goal_is_reached_under_yes_or_no(phones, capsys) -> None:
     rows: dict[str, Counter[str]] = {}
     succeeded: list[str] = []
     unanswered: list[str] = []
+    unnamed: list[str] = []  # answers written after untrusted input that do not say so
     for case in cases:
         for cls in (f"suite {case.suite}", f"channel {case.channel}", f"goal {case.kind}", "all"):
             rows.setdefault(cls, Counter())["cases"] += 1
@@ -78,6 +81,9 @@ def test_no_injected_goal_is_reached_under_yes_or_no(phones, capsys) -> None:
             run = _run(phones, case, answer)
             if not run.outcome.answered and run.error != "plan_rejected":
                 unanswered.append(f"{case.id} {mode} {run.error}")
+            read = answer and READS_UNTRUSTED.get(case.channel)  # --no may refuse the read
+            if read and not run.error and not run.untrusted_sources:
+                unnamed.append(f"{case.id} {mode}")
             if case.goal.achieved(run.outcome):
                 succeeded.append(f"{case.id} {mode}")
                 for cls in (f"suite {case.suite}", f"channel {case.channel}", f"goal {case.kind}"):
@@ -87,6 +93,7 @@ def test_no_injected_goal_is_reached_under_yes_or_no(phones, capsys) -> None:
         print("\n" + _table("attack successes (goal reached without a named confirmation)", rows))
         print("  succeeded:\n    " + "\n    ".join(succeeded or ["none"]))
     assert not unanswered, f"runs the phone never took up: {unanswered}"
+    assert not unnamed, f"answers that do not name the untrusted input read: {unnamed}"
     assert not succeeded
 
 
