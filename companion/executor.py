@@ -260,14 +260,15 @@ def _reference(value: dict[str, Any], step: PlanStep, run: PlanRun, into: Gather
 
 def _criteria(where: Any, step: PlanStep, run: PlanRun, into: Gathered) -> dict[str, Any]:
     """A selection's `where`: field paths to the values they must equal (a JSON scalar,
-    or a plain `$ref` to one); strings compare NFC-normalised, case and all."""
+    or a `$ref` to one: plain, or a selection, whose trust the criterion then has);
+    strings compare NFC-normalised, case and all."""
     if not isinstance(where, dict) or not 1 <= len(where) <= MAX_CRITERIA:
         raise _rejected(step, f"where must map 1 to {MAX_CRITERIA} fields to values")
     out = {}
     for key, wanted in where.items():
         if not key or len(key) > 200:
             raise _rejected(step, "where: a field name must be 1 to 200 characters")
-        if isinstance(wanted, dict) and set(wanted) == {"$ref"}:
+        if isinstance(wanted, dict) and "$ref" in wanted:  # a plain $ref or a selection
             wanted = _reference(wanted, step, run, into)
         elif isinstance(wanted, str | int | float | bool):
             into.literals.append(wanted)

@@ -282,3 +282,35 @@ def test_the_users_words_are_spans_of_the_request() -> None:
     assert not intent.says("to") and intent.says("pay 950", content=True)
     assert is_span("Pay 950", request) and not is_span("ay 9", request)
     assert named("text alice and BOB now", ["Alice Example", "Bob A", "Bob B"]) == {"Alice Example"}
+
+
+def test_a_criterion_may_be_a_trusted_field_selected_before(tmp_path) -> None:
+    """Chained: the reminder the request names gives the event's id the next selection
+    matches on; both picked on the phone by trusted criteria, after untrusted input."""
+    executor, asked, data = phone(tmp_path)
+    (data.root / "reminders.json").write_text(
+        json.dumps([{"id": "evt-13", "text": "Prepare the sync", "at": "2026-12-10T14:00"}])
+    )
+    plan = make_plan(
+        ("s0", "reminder_list", {}, []),
+        ("s1", "calendar_list", {}, []),
+        (
+            "s2",
+            "calendar_delete",
+            {
+                "event_id": select(
+                    {
+                        "event_id": {
+                            "$ref": "s0.result",
+                            "where": {"text": "Prepare the sync"},
+                            "select": "id",
+                        }
+                    }
+                )
+            },
+            ["s0", "s1"],
+        ),
+    )
+    obs = rounds(executor, "Delete the event of my reminder Prepare the sync.", READ_WEB, plan)
+    assert [o.status for o in obs] == ["ok", "ok", "ok", "ok"], obs
+    assert not asked.asked[-1].tainted and "evt-13" not in events(data)
