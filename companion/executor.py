@@ -342,7 +342,11 @@ def _tool_labels(tool: Tool) -> Labels:
     """What a tool adds to whatever it returns."""
     where = "" if tool.source == BUILTIN else f" ({tool.source})"
     untrusted = {f"{tool.name} result{where}"} if tool.untrusted_results else set()
-    return Labels(private=tool.private, untrusted=frozenset(untrusted))
+    return Labels(
+        private=tool.private,
+        untrusted=frozenset(untrusted),
+        private_from=frozenset({tool.source} if tool.private else ()),
+    )
 
 
 class Executor:
@@ -507,8 +511,9 @@ class Executor:
                 for name, g in gathered.items()
             }
             labels = reduce(Labels.__or__, arg_labels.values(), CLEAN)
-            if tool.annotations.open_world:
-                self.egress.tool_call(tool.name, labels)
+            if tool.annotations.open_world:  # a server may get back what it returned
+                returned = labels if tool.source == BUILTIN else labels.returned_to(tool.source)
+                self.egress.tool_call(tool.name, returned)
             tier = tool.tier_for(args)
             decision = await self._decide(
                 run, step, tool, tier, args, self._tainted(tool, tier, run, gathered)

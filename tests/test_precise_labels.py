@@ -13,6 +13,7 @@ import trio
 
 from hearth.companion.executor import SessionState
 from hearth.companion.intent import Intent, is_span, named
+from hearth.companion.tools.registry import Annotations, Tier, Tool
 from hearth.protocol.wire.messages import UntrustedInput
 
 from .phone_kit import make_executor, make_plan
@@ -314,3 +315,69 @@ def test_a_criterion_may_be_a_trusted_field_selected_before(tmp_path) -> None:
     obs = rounds(executor, "Delete the event of my reminder Prepare the sync.", READ_WEB, plan)
     assert [o.status for o in obs] == ["ok", "ok", "ok", "ok"], obs
     assert not asked.asked[-1].tainted and "evt-13" not in events(data)
+
+
+def _server_tool(name: str, source: str, handler, **kw: Any) -> Tool:  # type: ignore[no-untyped-def]
+    return Tool(
+        name=name,
+        description=name,
+        handler=handler,
+        schema={"type": "object", "properties": {"booking_id": {"type": "string"}}}
+        if kw.get("tier") is Tier.IRREVERSIBLE
+        else {"type": "object", "properties": {}},
+        source=source,
+        untrusted_results=True,
+        **kw,
+    )
+
+
+@pytest.mark.parametrize("server", ["mcp:travel", "mcp:other"])
+def test_a_private_id_goes_back_only_to_the_server_it_came_from(tmp_path, server) -> None:
+    """The owner's bookings are private; the booking's id may go back to the travel
+    server that listed it (it knows it), never to another open-world server."""
+    executor, asked, _ = phone(tmp_path)
+    cancelled: list[str] = []
+
+    async def bookings(ctx, **_: Any) -> list[dict[str, str]]:  # type: ignore[no-untyped-def]
+        return [
+            {"booking_id": "bk-1", "hotel": "Riverside"},
+            {"booking_id": "bk-2", "hotel": "Inn"},
+        ]
+
+    async def cancel(ctx, booking_id: str) -> str:  # type: ignore[no-untyped-def]
+        cancelled.append(booking_id)
+        return "cancelled"
+
+    executor.registry.add(
+        _server_tool(
+            "travel.list_bookings",
+            "mcp:travel",
+            bookings,
+            tier=Tier.READ_ONLY,
+            annotations=Annotations(read_only=True, destructive=False, open_world=False),
+            control_args=frozenset(),
+            private=True,
+            key_fields=frozenset({"booking_id"}),
+        )
+    )
+    executor.registry.add(
+        _server_tool(
+            "x.cancel_booking",
+            server,
+            cancel,
+            tier=Tier.IRREVERSIBLE,
+            annotations=Annotations(),
+            control_args=frozenset({"booking_id"}),
+            private=False,
+        )
+    )
+    plan = make_plan(
+        ("s1", "travel.list_bookings", {}, []),
+        ("s2", "x.cancel_booking", {"booking_id": select({"hotel": "Inn"}, "booking_id")}, ["s1"]),
+    )
+    obs = rounds(executor, "Cancel my Inn booking.", READ_WEB, plan)
+    if server == "mcp:travel":
+        assert obs[-1].status == "ok" and cancelled == ["bk-2"] and not asked.asked[-1].tainted
+    else:
+        assert obs[-1].status == "refused" and "private" in (obs[-1].error or "")
+        assert cancelled == []
