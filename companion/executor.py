@@ -511,9 +511,8 @@ class Executor:
                 for name, g in gathered.items()
             }
             labels = reduce(Labels.__or__, arg_labels.values(), CLEAN)
-            if tool.annotations.open_world:  # a server may get back what it returned
-                returned = labels if tool.source == BUILTIN else labels.returned_to(tool.source)
-                self.egress.tool_call(tool.name, returned)
+            if tool.annotations.open_world:
+                self.egress.tool_call(tool.name, self._outgoing(tool, step, gathered))
             tier = tool.tier_for(args)
             decision = await self._decide(
                 run, step, tool, tier, args, self._tainted(tool, tier, run, gathered)
@@ -527,6 +526,20 @@ class Executor:
             )
             return self._outcome(run, StepOutcome(step.id, "refused", labels, error=exc.message))
         return await self._run(run, step, tool, tier, args, labels, decision)
+
+    @staticmethod
+    def _outgoing(tool: Tool, step: PlanStep, gathered: dict[str, Gathered]) -> Labels:
+        """The labels of what an open-world call carries out. An argument that is, whole,
+        a key field the phone selected from this same server's listing by trusted
+        criteria (a booking's id) goes back to the server that listed it: it learns
+        nothing it did not hold. Every other private value stays private."""
+        out = CLEAN
+        for name, g in gathered.items():
+            raw = step.arguments.get(name)
+            whole_key = isinstance(raw, dict) and "where" in raw and bool(g.origins)
+            returned = whole_key and tool.source != BUILTIN
+            out |= g.labels.returned_to(tool.source) if returned else g.labels
+        return out
 
     def _skip(self, plan: Plan, step: PlanStep, reason: str) -> StepOutcome:
         self.journal.finished(

@@ -381,3 +381,51 @@ def test_a_private_id_goes_back_only_to_the_server_it_came_from(tmp_path, server
     else:
         assert obs[-1].status == "refused" and "private" in (obs[-1].error or "")
         assert cancelled == []
+
+
+def test_private_content_never_goes_back_to_a_server_whose_listing_it_came_from(tmp_path) -> None:
+    """Only a selected key goes back: the listing's other fields (private) stay on the
+    phone, whatever server they came from (the server may pass them on)."""
+    executor, _, _ = phone(tmp_path)
+    sent: list[str] = []
+
+    async def bookings(ctx, **_: Any) -> list[dict[str, str]]:  # type: ignore[no-untyped-def]
+        return [{"booking_id": "bk-1", "hotel": "Riverside"}]
+
+    async def cancel(ctx, booking_id: str) -> str:  # type: ignore[no-untyped-def]
+        sent.append(booking_id)
+        return "cancelled"
+
+    for name, handler, kw in (
+        (
+            "travel.list_bookings",
+            bookings,
+            dict(
+                tier=Tier.READ_ONLY,
+                annotations=Annotations(read_only=True, destructive=False, open_world=False),
+                control_args=frozenset(),
+                private=True,
+                key_fields=frozenset({"booking_id"}),
+            ),
+        ),
+        (
+            "travel.cancel_booking",
+            cancel,
+            dict(
+                tier=Tier.IRREVERSIBLE,
+                annotations=Annotations(),
+                control_args=frozenset({"booking_id"}),
+                private=False,
+            ),
+        ),
+    ):
+        executor.registry.add(_server_tool(name, "mcp:travel", handler, **kw))
+    hotel = {"$ref": "s1.result", "where": {"booking_id": "bk-1"}, "select": "hotel"}
+    plan = make_plan(
+        ("s1", "travel.list_bookings", {}, []),
+        ("s2", "travel.cancel_booking", {"booking_id": hotel}, ["s1"]),
+        ("s3", "travel.cancel_booking", {"booking_id": {"$ref": "s1.result.0.booking_id"}}, ["s1"]),
+    )
+    obs = rounds(executor, "Cancel booking bk-1.", plan)
+    assert [o.status for o in obs[1:]] == ["refused", "refused"] and sent == []
+    assert all("private" in (o.error or "") for o in obs[1:])
