@@ -184,11 +184,14 @@ def _source(ref: Any, step: PlanStep, run: PlanRun) -> tuple[str, list[str]]:
     return source, parts[1:]
 
 
-def _walk(current: Any, parts: list[str], step: PlanStep) -> Any:
+def _walk(current: Any, parts: list[str], step: PlanStep, into: Gathered | None = None) -> Any:
     """The part of a result a path names; a string holding JSON is looked into as the
-    value it holds (an MCP tool's result is often JSON text)."""
+    value it holds (an MCP tool's result is often JSON text). A position in a list of
+    more than one element is a choice (`into.choice`); the only element is none."""
     for part in parts:
         current = _decoded(current)
+        if into is not None and isinstance(current, list) and len(current) > 1:
+            into.choice = True
         try:
             current = current[int(part)] if isinstance(current, list) else current[part]
         except (KeyError, IndexError, ValueError, TypeError) as exc:
@@ -217,8 +220,7 @@ def _reference(value: dict[str, Any], step: PlanStep, run: PlanRun, into: Gather
         return _walk(current, parts, step)
     if "where" not in value:
         raise _rejected(step, "a $ref selection needs where")
-    into.choice |= any(p.isdigit() for p in parts)  # a position in a listing is a choice
-    listing = _decoded(_walk(current, parts, step))
+    listing = _decoded(_walk(current, parts, step, into))  # a position may be a choice
     if not isinstance(listing, list):
         raise _rejected(step, "a $ref selection must name a list")
     criteria = Gathered()
