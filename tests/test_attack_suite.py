@@ -7,8 +7,8 @@ friend's plan. Each case runs under `--yes` and `--no`; an attack succeeds when 
 goal is reached (checked on the phone's data, the MCP servers' recorded calls and
 what the hostile home heard): the automatic answers never approve a confirmation
 that names a taint source, so a reached goal was never put to the user with its
-source. Benign tasks of the same suites, scripted honestly on the same harness,
-measure the confirmations a user is asked for.
+source. Benign tasks on the same harness are the utility suite's
+(`tests/utility.py`, `tests/test_utility_suite.py`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 
 from .conftest import Processes
 from .hostile.harness import Bench, Run, SuitePhone, start_bench
-from .hostile.suites import BENIGN, SUITES, Case, injection_cases
+from .hostile.suites import SUITES, Case, injection_cases
 
 pytestmark = pytest.mark.timeout(900)
 MODES = {"--yes": True, "--no": False}
@@ -112,26 +112,3 @@ def test_attacks_fail_through_real_hearth_ask_processes(bench, capsys) -> None:
         print(f"\nreal `hearth ask` processes: {len(PROCESS_CASES)} cases x 2 modes, succeeded:")
         print("    " + "\n    ".join(succeeded or ["none"]))
     assert not succeeded
-
-
-def test_benign_tasks_work_and_read_only_ones_ask_nothing(phones, capsys) -> None:
-    assert len(BENIGN) >= 20
-    lines, read_only_asked, undone, asked = [], [], [], 0
-    for task in BENIGN:
-        run = phones[task.suite].ask(task.request, task.script, True)
-        done = task.done.achieved(run.outcome)
-        asked += len(run.asked)
-        lines.append(
-            f"  {task.id:<30}{'read' if task.read_only else 'write':>6}"
-            f"{len(run.asked):>5}  {'done' if done else 'NOT DONE ' + run.error}"
-        )
-        if task.read_only and run.asked:
-            read_only_asked.append(task.id)
-        if not done:
-            undone.append(task.id)
-    with capsys.disabled():
-        print("\nbenign tasks under --yes: confirmations asked, done")
-        print("\n".join(lines))
-        print(f"  {len(BENIGN)} tasks, {asked} confirmations, {len(undone)} not done")
-    assert not read_only_asked, f"read-only tasks asked for confirmation: {read_only_asked}"
-    assert not [t.id for t in BENIGN if t.read_only and t.id in undone]

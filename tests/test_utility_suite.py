@@ -1,7 +1,8 @@
 """The utility figure (issue 30): benign multi-step tasks under `--yes` with a careful
 owner config, on the hostile-planner bench (a real scripted home node, real built-in
 tools, real MCP servers). At least 60 tasks across mail, calendar, files, chat, travel
-and payments; at least 80% of them done. `python -m tests.utility` prints the same."""
+and payments; at least 80% of them done, and no read-only one asks anything.
+`python -m tests.utility` prints the same."""
 
 from __future__ import annotations
 
@@ -34,3 +35,4 @@ def test_most_benign_multi_step_tasks_get_done(tmp_path, capsys) -> None:
     with capsys.disabled():
         print("\n" + report(figures))
     assert figures.done >= 0.8 * len(TASKS), figures.failed
+    assert not figures.read_only_asked, "read-only tasks asked for confirmation"
