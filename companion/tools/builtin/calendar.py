@@ -60,7 +60,13 @@ def find_event(cal: icalendar.Calendar, event_id: str) -> Any:
 
 
 def calendar_list(registry: Registry, data: PhoneData) -> None:
-    @registry.tool(tier=Tier.READ_ONLY, annotations=READ, private=True, untrusted_results=True)
+    @registry.tool(
+        tier=Tier.READ_ONLY,
+        annotations=READ,
+        private=True,
+        untrusted_results=True,
+        keys=("event_id",),
+    )
     async def calendar_list(
         ctx: ToolContext, start: When | None = None, end: When | None = None
     ) -> list[dict[str, Any]]:

@@ -18,7 +18,9 @@ def notes_create(registry: Registry, data: PhoneData) -> None:
 
 
 def notes_search(registry: Registry, data: PhoneData) -> None:
-    @registry.tool(tier=Tier.READ_ONLY, annotations=READ, private=True, untrusted_results=True)
+    @registry.tool(
+        tier=Tier.READ_ONLY, annotations=READ, private=True, untrusted_results=True, keys=("id",)
+    )
     async def notes_search(ctx: ToolContext, query: str = "") -> list[dict[str, Any]]:
         """Find notes containing the query (all notes when it is empty)."""
         q = query.lower()

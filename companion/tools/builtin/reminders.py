@@ -18,7 +18,9 @@ def reminder_create(registry: Registry, data: PhoneData) -> None:
 
 
 def reminder_list(registry: Registry, data: PhoneData) -> None:
-    @registry.tool(tier=Tier.READ_ONLY, annotations=READ, private=True, untrusted_results=True)
+    @registry.tool(
+        tier=Tier.READ_ONLY, annotations=READ, private=True, untrusted_results=True, keys=("id",)
+    )
     async def reminder_list(ctx: ToolContext) -> list[dict[str, Any]]:
         """List reminders."""
         return load_list(data, "reminders.json")
