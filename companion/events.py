@@ -20,6 +20,7 @@ from .results import AskResult
 MAX_REQUEST_CHARS = 32 * 1024
 MAX_HISTORY_MESSAGES = 256
 MAX_HISTORY_CHARS = 512 * 1024
+CANCEL_GRACE_S = 0.5  # after a cancel, for the node to hear it before the request is cut off
 
 
 class _Model(BaseModel):

@@ -10,9 +10,12 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+import anyio
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
@@ -49,6 +52,37 @@ def instance_lock(home: Path) -> Iterator[None]:
             os.ftruncate(fd, 0)  # nobody holds it now
     finally:
         os.close(fd)  # closing the descriptor releases the lock
+
+
+async def commands_done(home: Path, poll_s: float = 0.05) -> None:
+    """Wait while only `hearth` commands working in-process hold the home (an ask that
+    fell back to its own process when the companion was gone, say): a restarted
+    companion starts once they end, instead of exiting `busy`. Returns at once when
+    nobody holds the home, or a companion does (`instance_lock` then says `busy`)."""
+    try:
+        fd = os.open(home / LOCK_NAME, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return  # no lock file yet: nobody holds it; other problems are instance_lock's
+    told = False
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                pass
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return  # a companion holds it
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            if not told:
+                sys.stderr.write("waiting for a `hearth` command working in-process to end\n")
+                sys.stderr.flush()
+                told = True
+            await anyio.sleep(poll_s)
+    finally:
+        os.close(fd)
 
 
 @contextmanager

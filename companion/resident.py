@@ -25,7 +25,7 @@ import trio
 from hearth.protocol.transport.taskgroups import single_error
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
-from .home_lock import instance_lock
+from .home_lock import commands_done, instance_lock
 from .socket_messages import socket_path
 from .socket_server import check_socket_path, serve_socket
 
@@ -34,19 +34,8 @@ if TYPE_CHECKING:
 
     from .service import Service
 
-TOKEN_NAME = "api.token"
 STOP_BOUND_S = 1.8  # after a stop signal, the most the companion takes to end (contract: 2 s)
 STOPPED_BY_INTERRUPT = 130
-
-
-def api_token(home: Path) -> str:
-    """The HTTP API's bearer token in `api.token` (mode 0600), made on first use."""
-    from hearth.protocol.kit.web.token import load_token
-
-    try:
-        return load_token(home / TOKEN_NAME)
-    except ValueError as exc:
-        raise HearthError(ErrorCode.INVALID_INPUT, str(exc)) from exc
 
 
 def write_ready(path: Path, ready: dict[str, str]) -> None:
@@ -65,6 +54,7 @@ async def serve(home: Path, api_port: int | None, ready_file: Path | None) -> in
 
     port = load_settings(home).api_port if api_port is None else api_port
     check_socket_path(socket_path(home))  # before anything slow is loaded
+    await commands_done(home)
     stopped_by = 0
     with instance_lock(home), trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with anyio.create_task_group() as everything:
@@ -84,7 +74,7 @@ async def serve(home: Path, api_port: int | None, ready_file: Path | None) -> in
                     anyio.create_task_group() as tg,
                 ):
                     sock = await tg.start(serve_socket, service, socket_path(home))
-                    actual = await _start_api(tg, service, port, api_token(home))
+                    actual = await _start_api(tg, service, port)
                     ready = {
                         "peer_id": service.peer_id,
                         "api": f"http://127.0.0.1:{actual}",
@@ -100,10 +90,12 @@ async def serve(home: Path, api_port: int | None, ready_file: Path | None) -> in
     return stopped_by
 
 
-async def _start_api(tg: TaskGroup, service: Service, port: int, token: str) -> int:
-    """C2's `serve_api` in the companion's task group; `busy` when the port is taken."""
-    from .api import serve_api
+async def _start_api(tg: TaskGroup, service: Service, port: int) -> int:
+    """The HTTP API (`serve_api`) in the companion's task group, with the home's token;
+    `busy` when the port is taken."""
+    from .api import api_token, serve_api
 
+    token = api_token(service.home)
     try:
         with single_error():
             port_bound: int = await tg.start(serve_api, service, port, token)

@@ -24,12 +24,13 @@ from anyio.abc import SocketStream, TaskStatus
 from anyio.streams.buffered import BufferedByteReceiveStream
 from pydantic import BaseModel, ValidationError
 
+from hearth.protocol.request_log import Logged, logged
 from hearth.protocol.transport.taskgroups import single_error
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
 from .client_confirm import RelayedConfirmer
 from .commands import ReportOp, error_event, failure, internal_error, perform
-from .events import AnswerEvent, AskRequest, ErrorEvent, Event
+from .events import CANCEL_GRACE_S, AnswerEvent, AskRequest, ErrorEvent, Event
 from .socket_messages import (
     MAX_LINE,
     OPS,
@@ -52,7 +53,6 @@ MAX_CLIENTS = 16
 IDLE_S = 30.0  # a connection with no request running is closed after this long silent
 SEND_TIMEOUT_S = 10.0  # a client that reads nothing for this long is dropped
 MAX_SOCKET_PATH = 107  # bytes in a Unix socket's path (sun_path, less its final NUL)
-CANCEL_GRACE_S = 0.5  # after a cancel, for the node to hear it before the request is cut off
 
 log = logging.getLogger("hearth.companion.socket_server")
 
@@ -116,16 +116,16 @@ class Connection:
             case _ if request is not None:
                 await self.send(invalid("one request at a time on a connection"))
             case AskOp(request=ask):
-                self._start(lambda r: self._ask(r, ask))
+                self._start(op, lambda r: self._ask(r, ask))
             case report:
-                self._start(lambda r: self._perform(report))
+                self._start(op, lambda r: self._perform(r, report))
 
-    def _start(self, work: Callable[[_Request], Awaitable[None]]) -> None:
-        request = _Request()
+    def _start(self, op: Op, work: Callable[[_Request], Awaitable[None]]) -> None:
+        request = _Request(Logged(f"socket {op.op}"))
 
         async def run() -> None:
             try:
-                with request.scope:
+                with logged(request.logged), request.scope:
                     await work(request)
             finally:
                 self._request = None
@@ -138,26 +138,30 @@ class Connection:
         relay = request.relay = RelayedConfirmer(self.send)
 
         async def answer() -> AnswerEvent:
-            return AnswerEvent(
-                result=await self._service.ask(ask, self.send, relay, request.cancel)
-            )
+            result = await self._service.ask(ask, self.send, relay, request.cancel)
+            request.logged.route = f"socket ask, {result.route}"
+            request.logged.id = result.request_id  # as `hearth ask --json` shows it
+            return AnswerEvent(result=result)
 
-        await self._reply(answer)
+        await self._reply(request, answer)
 
-    async def _perform(self, op: ReportOp) -> None:
+    async def _perform(self, request: _Request, op: ReportOp) -> None:
         async def result() -> ResultLine:
             model = await perform(self._service, op)
             return ResultLine(result=model.model_dump(mode="json"))
 
-        await self._reply(result)
+        await self._reply(request, result)
 
-    async def _reply(self, work: Callable[[], Awaitable[BaseModel]]) -> None:
-        """Send what `work` returns, or the error it raised, as one line."""
+    async def _reply(self, request: _Request, work: Callable[[], Awaitable[BaseModel]]) -> None:
+        """Send what `work` returns, or the error it raised, as one line (its outcome
+        noted for the request log)."""
         try:
             with single_error():
                 reply: BaseModel = await work()
         except Exception as exc:
             reply = error_event(failure(exc))
+        if isinstance(reply, ErrorEvent):
+            request.logged.outcome = reply.code
         await self.send(reply)
 
     async def send(self, message: Event | BaseModel) -> None:
@@ -176,10 +180,11 @@ class Connection:
 class _Request:
     """A request running on a connection: how to cancel it, and its open questions."""
 
-    def __init__(self) -> None:
+    def __init__(self, entry: Logged) -> None:
         self.scope = anyio.CancelScope()
         self.cancel = anyio.Event()
         self.relay: RelayedConfirmer | None = None
+        self.logged = entry  # its line in the request log
 
     async def stop(self) -> None:
         """Tell the request to stop (the node hears it), then cut it off after a grace."""

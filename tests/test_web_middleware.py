@@ -5,6 +5,7 @@ byte string can be sent there, headers repeated or absent, which no HTTP client 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from hearth.protocol.kit.web.auth import SessionOrBearer
 from hearth.protocol.kit.web.files import SharedFiles
 from hearth.protocol.kit.web.headers import SecurityHeaders
 from hearth.protocol.kit.web.host import LoopbackHost
-from hearth.protocol.kit.web.login import MAX_LOGIN_BODY, LoginForm
+from hearth.protocol.kit.web.login import MAX_LOGIN_BODY, LoginForm, SignInPage
 from hearth.protocol.kit.web.origin import SameOrigin
 
 PORT = 8123
@@ -25,6 +26,7 @@ TOKEN = "t" * 10 + "0123456789abcdefghijklmnopqrstuvwxyz"
 COOKIE = "test_session"
 LONG = b"x" * 100_000
 FORM = (b"content-type", b"application/x-www-form-urlencoded")
+PAGE = SignInPage("Hearth")
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -339,7 +341,7 @@ def test_another_guards_session_opens_nothing() -> None:
 
 def test_a_refused_page_load_of_the_root_is_the_sign_in_form() -> None:
     access = Access(TOKEN, COOKIE)
-    page = call(lambda app: SessionOrBearer(app, access, "Hearth"), [], path="/")
+    page = call(lambda app: SessionOrBearer(app, access, PAGE), [], path="/")
     assert page.status == 401 and b'type="password"' in page.body and not page.reached
     bare = call(lambda app: SessionOrBearer(app, access), [], path="/")
     assert bare.status == 401 and b"password" not in bare.body
@@ -356,7 +358,7 @@ def test_a_too_short_token_is_never_a_guards_token() -> None:
 
 def _login(access: Access, body: bytes, *extra: tuple[bytes, bytes]) -> Answer:
     headers = [(b"origin", ORIGIN), FORM, *extra]
-    build = lambda app: LoginForm(app, access, "Hearth")  # noqa: E731
+    build = lambda app: LoginForm(app, access, PAGE)  # noqa: E731
     return call(build, headers, method="POST", path="/login", body=body)
 
 
@@ -417,14 +419,14 @@ def test_the_login_routes_answer_themselves(
 ) -> None:
     access = Access(TOKEN, COOKIE)
     body = f"token={TOKEN}".encode()
-    build = lambda app: LoginForm(app, access, "Hearth")  # noqa: E731
+    build = lambda app: LoginForm(app, access, PAGE)  # noqa: E731
     answer = call(build, headers, method=method, path=path, body=body)
     assert (answer.status, answer.reached) == (status, False)
 
 
 def test_other_paths_and_websockets_pass_the_login_form() -> None:
     access = Access(TOKEN, COOKIE)
-    build = lambda app: LoginForm(app, access, "Hearth")  # noqa: E731
+    build = lambda app: LoginForm(app, access, PAGE)  # noqa: E731
     for path in ("/", "/api/thing", "/login/", "/LOGIN", "/loginx"):
         assert call(build, [], path=path).reached, path
     assert call(build, [], path="/login", kind="websocket").reached
@@ -434,7 +436,7 @@ def test_logout_ends_the_session_and_clears_the_cookie() -> None:
     access = Access(TOKEN, COOKIE)
     session, key = _signed_in(access)
     headers = [(b"origin", ORIGIN), (b"cookie", f"{COOKIE}={session}".encode())]
-    build = lambda app: LoginForm(app, access, "Hearth")  # noqa: E731
+    build = lambda app: LoginForm(app, access, PAGE)  # noqa: E731
     answer = call(build, headers, method="POST", path="/logout")
     assert answer.status == 303 and b"Max-Age=0" in (answer.header(b"set-cookie") or b"")
     assert not access.sessions.valid(session, key)
@@ -502,3 +504,13 @@ def test_the_shared_files_are_answered_at_their_paths_only(
     if served:
         assert answer.status == 200 and len(answer.body) > 100
         assert (answer.header(b"content-type") or b"").startswith(b"text/")
+
+
+def test_the_sign_in_page_names_the_token_file_as_text_never_markup() -> None:
+    page = SignInPage("Home <b>node</b>", Path("/srv/it's <script>x</script>/api.token"))
+    shown = page.html(wrong=True).decode()
+    assert "<script>" not in shown and "<b>" not in shown
+    assert "Home &lt;b&gt;node&lt;/b&gt;" in shown and "Wrong token" in shown
+    # the command that prints it, quoted for a shell, then escaped for the page
+    assert "cat &#x27;/srv/it&#x27;&quot;&#x27;&quot;&#x27;s &lt;script&gt;" in shown
+    assert "token-help" not in SignInPage("Hearth").html(wrong=False).decode()

@@ -23,6 +23,8 @@ from starlette.staticfiles import StaticFiles
 
 from hearth.protocol.kit.web.guard import guard
 from hearth.protocol.kit.web.loopback import serve
+from hearth.protocol.kit.web.token import load_token
+from hearth.protocol.wire.errors import ErrorCode, HearthError
 
 from . import native, openai
 from .errors import ApiError
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
     from ..service import Service
 
 SESSION_COOKIE = "hearth_session"
+TOKEN_NAME = "api.token"  # the API's bearer token, in the home
 MAX_ASKS = 8  # asks and completions running at once; one more is `busy` (429)
 
 
@@ -66,6 +69,14 @@ def build_app(service: Service) -> Starlette:
     )
 
 
+def api_token(home: Path) -> str:
+    """The HTTP API's bearer token in `api.token` (mode 0600), made on first use."""
+    try:
+        return load_token(home / TOKEN_NAME)
+    except ValueError as exc:
+        raise HearthError(ErrorCode.INVALID_INPUT, str(exc)) from exc
+
+
 async def serve_api(
     service: Service,
     port: int,
@@ -75,5 +86,8 @@ async def serve_api(
 ) -> None:
     """Serve the API on 127.0.0.1:`port` (0: a free one) until cancelled; `task_status`
     gets the port actually bound."""
-    app = guard(build_app(service), token=token, cookie=SESSION_COOKIE, login_page=True)
+    app = guard(
+        build_app(service), token=token, cookie=SESSION_COOKIE, login_page=True,
+        token_file=service.home / TOKEN_NAME,
+    )  # fmt: skip
     await serve(app, port, task_status=task_status)

@@ -114,13 +114,22 @@ def _fail(as_json: bool, exc: HearthError) -> None:
     raise SystemExit(exc.exit_status)
 
 
-def configure_logging(level: int = logging.WARNING) -> None:
-    """Log records of `level` and above to stderr, whatever level a library sets on its
-    own logger (bm25s sets DEBUG on its own)."""
-    handler = logging.StreamHandler()
-    handler.setLevel(level)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=level, handlers=[handler], force=True)
+def configure_logging(level: int = logging.WARNING, log_file: Path | None = None) -> None:
+    """Log records of `level` and above to stderr, and to `log_file` (rotated, 0600) when
+    given, whatever level a library sets on its own logger (bm25s sets DEBUG on its own)."""
+    handlers: list[logging.Handler] = [logging.StreamHandler()]
+    if log_file is not None:
+        from hearth.protocol.request_log import log_file_handler
+
+        handlers.append(log_file_handler(log_file))
+    for handler in handlers:
+        handler.setLevel(level)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=handlers, force=True)
+    # httpx logs every request's URL at INFO, and a URL can carry a query (a search, a
+    # private value): only debug output (`-v`) shows them
+    quiet = level if level <= logging.DEBUG else max(level, logging.WARNING)
+    logging.getLogger("httpx").setLevel(quiet)
 
 
 def run_cli(app: typer.Typer) -> None:

@@ -10,8 +10,10 @@ from pathlib import Path
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
 
-def resolve_home(option: Path | None, env_var: str, app_name: str) -> Path:
-    """`--home`, else `$env_var`, else the platform's per-user data directory."""
+def resolve_home(option: Path | None, env_var: str, app_name: str, *, create: bool = False) -> Path:
+    """`--home`, else `$env_var`, else the platform's per-user data directory. Only the
+    commands that set a home up (`create`: init, join, a model download) make it; for the
+    others a home that does not exist is `invalid_input` (a typo creates nothing)."""
     if option is not None:
         home = option
     elif os.environ.get(env_var):
@@ -21,7 +23,13 @@ def resolve_home(option: Path | None, env_var: str, app_name: str) -> Path:
 
         home = Path(platformdirs.user_data_dir(app_name))
     home = home.expanduser().resolve()
-    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if create:
+        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    elif not home.is_dir():
+        raise HearthError(
+            ErrorCode.INVALID_INPUT,
+            f"no home at {home}: check --home (or ${env_var}), or run `{app_name} init` first",
+        )
     return home
 
 

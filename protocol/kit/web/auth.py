@@ -5,7 +5,7 @@ from __future__ import annotations
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .access import Access
-from .login import login_html
+from .login import SignInPage
 from .scope import GUARDED, ScopeView, refuse, respond
 
 
@@ -27,13 +27,13 @@ def verdict(access: Access, view: ScopeView) -> tuple[int, str] | None:
 
 
 class SessionOrBearer:
-    """Refuses a request `verdict` refuses (401, 403 or 429); with a `login_title`, a page
-    load of `/` is answered with the sign-in form instead (same status)."""
+    """Refuses a request `verdict` refuses (401, 403 or 429); with a sign-in `page`, a
+    request for `/` is answered with the sign-in form instead (same status)."""
 
-    def __init__(self, app: ASGIApp, access: Access, login_title: str | None = None) -> None:
+    def __init__(self, app: ASGIApp, access: Access, page: SignInPage | None = None) -> None:
         self.app = app
         self.access = access
-        self.login_title = login_title
+        self.page = page
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] in GUARDED:
@@ -41,8 +41,8 @@ class SessionOrBearer:
             refused = verdict(self.access, view)
             if refused is not None:
                 status, why = refused
-                if self.login_title is not None and view.is_http and view.path == "/":
-                    await respond(send, status, login_html(self.login_title, False), "text/html")
+                if self.page is not None and view.is_http and view.path == "/":
+                    await respond(send, status, self.page.html(wrong=False), "text/html")
                 else:
                     await refuse(view, receive, send, status, why)
                 return

@@ -9,6 +9,8 @@ guard, `/hearth.js` and `/hearth.css` are the script and stylesheet both pages s
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from starlette.types import ASGIApp
 
 from .access import Access
@@ -16,19 +18,27 @@ from .auth import SessionOrBearer
 from .files import SharedFiles
 from .headers import SecurityHeaders
 from .host import LoopbackHost
-from .login import LoginForm
+from .login import LoginForm, SignInPage
 from .origin import SameOrigin
 
 
 def guard(
-    app: ASGIApp, *, token: str, cookie: str, login_page: bool, title: str = "Hearth"
+    app: ASGIApp,
+    *,
+    token: str,
+    cookie: str,
+    login_page: bool,
+    title: str = "Hearth",
+    token_file: Path | None = None,
 ) -> ASGIApp:
     """`app` behind the loopback guard: Host and Origin checked on every request, the bearer
     `token` or a session cookie named `cookie` required; with `login_page`, `GET /` without
-    a session and `GET /login` show the sign-in form, `POST /login` (field `token`) starts a
-    session and `POST /logout` ends it."""
+    a session and `GET /login` show the sign-in form (saying where `token_file` is, and
+    how to print it), `POST /login` (field `token`) starts a session and `POST /logout`
+    ends it."""
     access = Access(token, cookie)
-    inner: ASGIApp = SessionOrBearer(SharedFiles(app), access, title if login_page else None)
-    if login_page:
-        inner = LoginForm(inner, access, title)
+    page = SignInPage(title, token_file) if login_page else None
+    inner: ASGIApp = SessionOrBearer(SharedFiles(app), access, page)
+    if page is not None:
+        inner = LoginForm(inner, access, page)
     return SecurityHeaders(LoopbackHost(SameOrigin(inner)))

@@ -5,6 +5,9 @@ small, urlencoded and arrives in time (slowloris), and wrong tokens spend the bu
 from __future__ import annotations
 
 import html
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import parse_qs
 
 import anyio
@@ -21,34 +24,50 @@ main{max-width:22rem;margin:15vh auto;padding:1.5rem;background:#fff;border-radi
 box-shadow:0 1px 4px #0002}h1{margin-top:0;font-size:1.4rem}label{display:block;margin-bottom:.3rem}
 input{box-sizing:border-box;width:100%;padding:.5rem;font:inherit;margin-bottom:1rem}
 button{padding:.5rem 1.2rem;font:inherit}[role=alert]{color:#a00;font-weight:600}
+#token-help{color:#5d574f;font-size:.9rem;overflow-wrap:anywhere}
 """
 FORM = "application/x-www-form-urlencoded"
 
 
-def login_html(title: str, wrong: bool) -> bytes:
-    """The sign-in page (`wrong`: after a wrong token)."""
-    alert = '<p role="alert">Wrong token</p>' if wrong else ""
-    name = html.escape(title)
-    return (
-        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f'<title>{name}: sign in</title><link rel="stylesheet" href="/login.css"></head>'
-        f"<body><main><h1>{name}</h1>{alert}"
-        '<form method="post" action="/login">'
-        '<label for="token">Access token</label>'
-        '<input id="token" name="token" type="password" autocomplete="current-password"'
-        " required autofocus>"
-        '<button type="submit">Sign in</button></form></main></body></html>'
-    ).encode()
+@dataclass(frozen=True)
+class SignInPage:
+    """The sign-in page: the app's `title`, and where its token is kept (`token_file`,
+    named with the command that prints it, when given)."""
+
+    title: str
+    token_file: Path | None = None
+
+    def html(self, *, wrong: bool) -> bytes:
+        """The page (`wrong`: after a wrong token)."""
+        alert = '<p role="alert">Wrong token</p>' if wrong else ""
+        name = html.escape(self.title)
+        where = (
+            ""
+            if self.token_file is None
+            else '<p id="token-help">The token is in the file '
+            f"<code>{html.escape(str(self.token_file))}</code> on this computer; "
+            f"<code>cat {html.escape(shlex.quote(str(self.token_file)))}</code> prints it.</p>"
+        )
+        return (
+            '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f'<title>{name}: sign in</title><link rel="stylesheet" href="/login.css"></head>'
+            f"<body><main><h1>{name}</h1>{alert}"
+            '<form method="post" action="/login">'
+            '<label for="token">Access token</label>'
+            '<input id="token" name="token" type="password" autocomplete="current-password"'
+            " required autofocus>"
+            f'<button type="submit">Sign in</button></form>{where}</main></body></html>'
+        ).encode()
 
 
 class LoginForm:
     """Answers `LOGIN_PATHS` itself (HTTP only); every other request passes."""
 
-    def __init__(self, app: ASGIApp, access: Access, title: str) -> None:
+    def __init__(self, app: ASGIApp, access: Access, page: SignInPage) -> None:
         self.app = app
         self.access = access
-        self.title = title
+        self.page = page
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("path") not in LOGIN_PATHS:
@@ -58,7 +77,7 @@ class LoginForm:
         if view.path == "/login.css" and view.method in ("GET", "HEAD"):
             await respond(send, 200, LOGIN_CSS, "text/css")
         elif view.path == "/login" and view.method in ("GET", "HEAD"):
-            await respond(send, 200, login_html(self.title, wrong=False), "text/html")
+            await respond(send, 200, self.page.html(wrong=False), "text/html")
         elif view.method != "POST":
             await respond(send, 405, b"method not allowed", "text/plain", [(b"allow", b"POST")])
         elif view.header(b"origin") is None:
@@ -94,7 +113,7 @@ class LoginForm:
         if not self.access.is_token(fields.get("token", [""])[0].strip()):
             status, why = self.access.wrong_token()
             if status == 401:
-                await respond(send, 401, login_html(self.title, wrong=True), "text/html")
+                await respond(send, 401, self.page.html(wrong=True), "text/html")
             else:
                 await respond(send, status, why.encode(), "text/plain")
             return

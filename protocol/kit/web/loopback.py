@@ -11,6 +11,7 @@ from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
 from starlette.types import ASGIApp
 
+from hearth.protocol.request_log import access_log
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,9 @@ async def serve(
     app: ASGIApp, port: int, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED
 ) -> None:
     """Serve `app` on 127.0.0.1:`port` (0: a free port) with Hypercorn's trio worker until
-    cancelled; `task_status.started` gets the port actually bound."""
+    cancelled, one line logged per request; `task_status.started` gets the port actually
+    bound."""
+    app = access_log(app)
     if port:
         _check_free(port)
     config = Config()
