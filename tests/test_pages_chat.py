@@ -438,8 +438,9 @@ def test_a_turn_a_friends_node_planned_is_labelled_with_the_friends_name(
     page_, _ = page
     page_.reload()
     expect(page_.locator("#home")).not_to_have_text("Home: checking…")  # the roster's names
-    page_.get_by_label("Find a conversation").fill("planned by alice")
-    page_.locator("#conversations li").first.get_by_role("button").first.click()
+    page_.locator("#conversations").get_by_role(
+        "button", name="planned by alice", exact=True
+    ).click()
     turn = last_turn(page_)
     expect(turn.locator(".route strong")).to_have_text("friend alice-pc")
     expect(turn).to_have_attribute("data-route", "friend alice-pc")
