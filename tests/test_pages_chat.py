@@ -8,11 +8,14 @@ logs no console error, no failed request and no request to another origin, and f
 
 from __future__ import annotations
 
+import glob
 import json
 import re
 import shutil
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -444,3 +447,19 @@ def test_a_turn_a_friends_node_planned_is_labelled_with_the_friends_name(
     turn = last_turn(page_)
     expect(turn.locator(".route strong")).to_have_text("friend alice-pc")
     expect(turn).to_have_attribute("data-route", "friend alice-pc")
+
+
+def test_the_vendored_renderer_and_sanitiser_ship_in_the_package_with_their_licences() -> None:
+    """setuptools ships what `package-data`'s globs match (a `*` stops at a folder)."""
+    root = Path(__file__).resolve().parents[1]
+    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]["hearth.companion"]
+    shipped = {p for g in globs for p in glob.glob(g, root_dir=root / "companion")}
+    vendor = root / "companion" / "web" / "vendor"
+    wanted = {"markdown-it.min.js", "markdown-it.LICENSE", "purify.min.js", "dompurify.LICENSE"}
+    assert {p.name for p in vendor.iterdir()} == wanted
+    assert {f"web/vendor/{name}" for name in wanted} <= shipped
+    page = (root / "companion" / "web" / "index.html").read_text()
+    assert '<script src="/static/vendor/markdown-it.min.js" defer></script>' in page
+    assert '<script src="/static/vendor/purify.min.js" defer></script>' in page
