@@ -351,8 +351,7 @@ def test_the_conversation_list_shows_the_newest_50_and_finds_renames_and_deletes
 ) -> None:
     page_, _ = page
     ids = seed_conversations(chat, [f"errand {n:02}" for n in range(60)] + ["\u202eemoh"])
-    page_.get_by_role("button", name="New conversation").click()
-    page_.reload()
+    page_.get_by_role("button", name="New conversation").click()  # the list is read again
     listed = page_.locator("#conversations li")
     expect(listed).to_have_count(50)
     expect(page_.locator("#conversations-note")).to_contain_text("The newest 50 of")
@@ -439,7 +438,7 @@ def test_a_turn_a_friends_node_planned_is_labelled_with_the_friends_name(
     planned = AskResult(request_id="r1", route="remote", planner=FRIEND, answer="Planned.")
     kept.append(conversation, "planned by alice", planned, set())
     page_, _ = page
-    page_.reload()
+    page_.get_by_role("button", name="New conversation").click()  # the list is read again
     expect(page_.locator("#home")).not_to_have_text("Home: checking…")  # the roster's names
     page_.locator("#conversations").get_by_role(
         "button", name="planned by alice", exact=True
