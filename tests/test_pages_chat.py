@@ -33,7 +33,16 @@ from .hostile.harness import Bench, start_bench
 from .hostile.script import Round, Script
 from .hostile.suites import WEB
 from .nodes import BIN, wait_ready, wait_until
-from .pages import CHROMIUM, CSP, MISSING, Watch, clipboard, screenshots, signed_in
+from .pages import (
+    CHROMIUM,
+    CSP,
+    MISSING,
+    SCREENSHOTS,
+    Watch,
+    clipboard,
+    screenshots,
+    signed_in,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -279,6 +288,10 @@ def test_an_answer_in_markdown_is_rendered_safely_with_copy_buttons(
     shown = answer.inner_text()
     assert "\u202e" not in shown and "\u200b" not in shown
     assert "\\u202egnp.exe" in shown and "zero\\u200bwidth" in shown
+    for width in (360, 1280):
+        page_.set_viewport_size({"width": width, "height": 900})
+        assert page_.evaluate("document.documentElement.scrollWidth") <= width
+        turn.screenshot(path=SCREENSHOTS / f"chat-markdown-{width}.png")
     # Copy code copies the block; Copy copies the answer's Markdown source
     answer.get_by_role("button", name="Copy code").click()
     assert clipboard(page_).rstrip("\n") == 'print("hi")'
