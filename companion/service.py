@@ -37,6 +37,7 @@ from .documents import Document, read_documents, release, within_a_frame
 from .egress import Destination, Policy
 from .events import AskRequest, EventSink, discard
 from .executor import Executor
+from .formats import check_home
 from .friends import FriendPlanner, may_plan, named
 from .inbox import Inbox, Kept, NotSent, deliver
 from .journal import Journal
@@ -92,6 +93,7 @@ class Service:
 
     def __init__(self, home: Path, *, resident: bool = False) -> None:
         secure_home(home)
+        check_home(home)
         self.home = home
         self.resident = resident
         self.policy = load_policy(home)
@@ -123,7 +125,8 @@ class Service:
                 mounted(service.mcp_servers, service.registry, home / "logs")
             )
             service.warnings = [WarningView.model_validate(w.model_dump()) for w in warnings]
-            if resident:
+            if resident:  # the only process asking now: what is `running` was cut off
+                service.conversations.interrupted()
                 await service._resume(Scripted(None))
                 if service.paired:
                     from .link import NodeLink
@@ -166,7 +169,18 @@ class Service:
         """Finish what a crash interrupted, once, before the first request."""
         if not self._resumed:
             self._resumed = True
-            await self.executor(confirmer).resume()
+            executor = self.executor(confirmer)
+            await executor.resume()
+            self.warnings += [
+                WarningView(
+                    source="journal",
+                    tool=tool,
+                    code="refused",
+                    message=f"a {tool} step was interrupted by a crash and not run again: it "
+                    "may or may not have happened (see `hearth audit`)",
+                )
+                for tool in executor.not_rerun
+            ]
 
     async def _warm(self) -> None:
         with contextlib.suppress(HearthError):  # no local model: requests say so when it matters
@@ -212,7 +226,14 @@ class Service:
         )
         turn.documents = await self._attached(request.attachments)
         turns = self._recall(turn, conversation_id)
-        await self._answer(turn, turns)
+        request_id = turn.result.request_id
+        self.conversations.begin(conversation_id, request_id, request.text)
+        try:
+            await self._answer(turn, turns)
+        except BaseException as exc:  # an error, or cancelled: the request is kept, failed
+            why = f"{exc.code.value}: {exc.message}" if isinstance(exc, HearthError) else "stopped"
+            self.conversations.failed(request_id, why)
+            raise
         self.conversations.append(conversation_id, request.text, turn.result, turn.private_steps)
         return turn.result
 

@@ -151,6 +151,11 @@ def ask_outcome(out: dict[str, Any]) -> list[Text]:
         )
         lines += [step_line(step) for step in plan["steps"]]
     lines.append(Text(plain(out["answer"])))
+    if out.get("untrusted_sources"):
+        sources = ", ".join(out["untrusted_sources"])
+        lines.append(
+            Text(plain(f"written after reading untrusted input: {sources}"), style="yellow")
+        )
     return lines
 
 

@@ -76,6 +76,8 @@ case "${1:-}" in
         fuzz_pid=$!
         suite=0
         .venv/bin/pytest || suite=$?
+        # the tests that wait on the clock, once more beside one CPU-burning process
+        .venv/bin/python tests/under_load.py --runs 1 --burners 1 -- -m timing || suite=$?
         fuzz=0
         wait "$fuzz_pid" || fuzz=$?
         cat "$fuzz_log"
