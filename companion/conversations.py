@@ -45,6 +45,9 @@ CREATE TABLE IF NOT EXISTS turns (
 );
 CREATE INDEX IF NOT EXISTS turns_of ON turns (conversation_id, seq);
 """
+# who started a conversation: the user ("user") or an app over the API ("api"); added to
+# a database made before it (every older conversation is the user's)
+SOURCE_COLUMN = "source TEXT NOT NULL DEFAULT 'user'"
 
 
 class Conversations:
@@ -53,6 +56,9 @@ class Conversations:
     def __init__(self, path: Path) -> None:
         self.db = connect(path)
         self.db.executescript(SCHEMA)
+        columns = {row[1] for row in self.db.execute("PRAGMA table_info(conversations)")}
+        if "source" not in columns:
+            self.db.execute(f"ALTER TABLE conversations ADD COLUMN {SOURCE_COLUMN}")
 
     def for_request(self, conversation_id: str | None, continue_last: bool) -> str:
         """The conversation a request belongs to: the one named (which must exist), the
@@ -62,29 +68,35 @@ class Conversations:
             if self._summary(conversation_id) is None:
                 raise HearthError(ErrorCode.INVALID_INPUT, f"no conversation {conversation_id!r}")
             return conversation_id
-        if continue_last:
+        if continue_last:  # the user's: an app's requests are not what the user continues
             row = self.db.execute(
-                "SELECT id FROM conversations ORDER BY updated DESC, rowid DESC LIMIT 1"
+                "SELECT id FROM conversations WHERE source = 'user'"
+                " ORDER BY updated DESC, rowid DESC LIMIT 1"
             ).fetchone()
             if row is not None:
                 return str(row[0])
         return uuid.uuid4().hex
 
     def append(
-        self, conversation_id: str, text: str, result: AskResult, private_steps: set[str]
+        self,
+        conversation_id: str,
+        text: str,
+        result: AskResult,
+        private_steps: set[str],
+        source: str = "user",
     ) -> None:
         """Keep one finished turn (the first one starts the conversation, titled by the
-        start of its request); `private_steps` are `plan_id/step_id` of steps whose
-        results are private to the phone."""
+        start of its request, marked with its `source`); `private_steps` are
+        `plan_id/step_id` of steps whose results are private to the phone."""
         now = time.time()
         plans = json.dumps([p.model_dump(mode="json") for p in result.plans])
         title = " ".join(text.split())[:TITLE_CHARS]
         with self.db:
             self.db.execute("BEGIN")
             self.db.execute(
-                "INSERT OR IGNORE INTO conversations (id, title, created, updated)"
-                " VALUES (?, ?, ?, ?)",
-                (conversation_id, title, now, now),
+                "INSERT OR IGNORE INTO conversations (id, title, created, updated, source)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (conversation_id, title, now, now, source),
             )
             self.db.execute(
                 "INSERT INTO turns (conversation_id, request_id, text, route, planner, plans,"
@@ -128,17 +140,20 @@ class Conversations:
             for request_id, text, route, planner, plans, answer, private, at in rows
         ]
 
-    def summaries(self) -> ConversationsResult:
-        """`hearth conversations --json`: newest first."""
+    def summaries(self, everyone: bool = False) -> ConversationsResult:
+        """`hearth conversations --json`: the user's, newest first; with `everyone`
+        (`--all`), apps' requests over the API too."""
         rows = self.db.execute(
-            "SELECT c.id, c.title, COUNT(t.seq), c.updated FROM conversations c"
+            "SELECT c.id, c.title, COUNT(t.seq), c.updated, c.source FROM conversations c"
             " LEFT JOIN turns t ON t.conversation_id = c.id"
-            " GROUP BY c.id ORDER BY c.updated DESC, c.rowid DESC"
+            " WHERE ? OR c.source = 'user'"
+            " GROUP BY c.id ORDER BY c.updated DESC, c.rowid DESC",
+            (everyone,),
         )
         return ConversationsResult(
             conversations=[
-                ConversationSummary(id=i, title=title, turns=n, updated=at)
-                for i, title, n, at in rows
+                ConversationSummary(id=i, title=title, turns=n, updated=at, source=source)
+                for i, title, n, at, source in rows
             ]
         )
 
@@ -156,13 +171,14 @@ class Conversations:
 
     def _summary(self, conversation_id: str) -> ConversationSummary | None:
         row = self.db.execute(
-            "SELECT c.id, c.title, COUNT(t.seq), c.updated FROM conversations c"
+            "SELECT c.id, c.title, COUNT(t.seq), c.updated, c.source FROM conversations c"
             " LEFT JOIN turns t ON t.conversation_id = c.id WHERE c.id = ? GROUP BY c.id",
             (conversation_id,),
         ).fetchone()
         if row is None:
             return None
-        return ConversationSummary(id=row[0], title=row[1], turns=row[2], updated=row[3])
+        i, title, n, at, source = row
+        return ConversationSummary(id=i, title=title, turns=n, updated=at, source=source)
 
 
 def history(

@@ -29,6 +29,7 @@ import secrets
 import socket
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import parse_qs
 
@@ -229,7 +230,14 @@ class Guard:
     """The ASGI middleware `guard` returns; see the module docstring."""
 
     def __init__(
-        self, app: ASGIApp, *, token: str, cookie: str, login_page: bool, title: str
+        self,
+        app: ASGIApp,
+        *,
+        token: str,
+        cookie: str,
+        login_page: bool,
+        title: str,
+        hosts: Sequence[str] = (),
     ) -> None:
         if len(token) < MIN_TOKEN_CHARS:
             raise ValueError("the access token is too short")
@@ -240,6 +248,7 @@ class Guard:
         self._title = title
         self._sessions = _Sessions()
         self._failures = _FailureBudget()
+        self._hosts = [h.lower() for h in hosts]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -283,7 +292,8 @@ class Guard:
         if not host or request.port is None:
             return None
         host = host.lower()
-        allowed = {f"{name}:{request.port}" for name in ("127.0.0.1", "localhost", "[::1]")}
+        names = ("127.0.0.1", "localhost", "[::1]", *self._hosts)
+        allowed = {name if _has_port(name) else f"{name}:{request.port}" for name in names}
         return host if host in allowed else None
 
     def _authenticate(self, request: _Request, origin: str | None) -> tuple[int, str] | None:
@@ -371,7 +381,16 @@ class Guard:
             await send({"type": "websocket.close", "code": 1008, "reason": why})
             return
         extra = [(b"www-authenticate", b'Bearer realm="hearth"')] if status == 401 else []
-        if request.is_api:
+        if request.path.startswith("/v1/") or request.path == "/v1":  # OpenAI's error shape
+            error = {
+                "message": why,
+                "type": "invalid_request_error",
+                "param": None,
+                "code": _OPENAI_CODES.get(status, "refused"),
+            }
+            body = json.dumps({"error": error}).encode()
+            await _respond(send, status, body, "application/json", extra)
+        elif request.is_api:
             code = {401: ErrorCode.REFUSED, 403: ErrorCode.REFUSED, 429: ErrorCode.BUSY}.get(
                 status, ErrorCode.INVALID_INPUT
             )
@@ -379,6 +398,13 @@ class Guard:
             await _respond(send, status, body, "application/json", extra)
         else:
             await _respond(send, status, why.encode(), "text/plain", extra)
+
+
+_OPENAI_CODES = {401: "invalid_api_key", 403: "forbidden", 421: "misdirected_request"}
+
+
+def _has_port(host: str) -> bool:
+    return host.rsplit("]", 1)[-1].count(":") == 1
 
 
 class _Secured:
@@ -429,13 +455,20 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
 
 
 def guard(
-    app: ASGIApp, *, token: str, cookie: str, login_page: bool, title: str = "Hearth"
+    app: ASGIApp,
+    *,
+    token: str,
+    cookie: str,
+    login_page: bool,
+    title: str = "Hearth",
+    hosts: Sequence[str] = (),
 ) -> ASGIApp:
     """`app` behind the loopback guard: Host and Origin checked on every request, the bearer
     `token` or a session cookie named `cookie` required; with `login_page`, `GET /` without
     a session and `GET /login` show the sign-in form, `POST /login` (field `token`) starts a
-    session and `POST /logout` ends it."""
-    return Guard(app, token=token, cookie=cookie, login_page=login_page, title=title)
+    session and `POST /logout` ends it. `hosts` are more Host names accepted (with the
+    port, unless one is given)."""
+    return Guard(app, token=token, cookie=cookie, login_page=login_page, title=title, hosts=hosts)
 
 
 def _check_free(port: int) -> None:

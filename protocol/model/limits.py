@@ -107,7 +107,15 @@ class Sampling(BaseModel):
     min_p: Annotated[float, Field(ge=0, le=1)] = 0.05
     repeat_penalty: Annotated[float, Field(gt=0, le=5)] = 1.0
     repeat_last_n: Annotated[int, Field(ge=0)] = 64
+    frequency_penalty: Annotated[float, Field(ge=-2, le=2)] = 0.0  # OpenAI's, per occurrence
+    presence_penalty: Annotated[float, Field(ge=-2, le=2)] = 0.0  # OpenAI's, once a token is seen
     seed: Annotated[int, Field(ge=0, lt=2**32)] = 0
+    stop: tuple[str, ...] = ()  # the answer ends before the first of these (not included)
+
+    @property
+    def neutral_penalties(self) -> bool:
+        """No penalty changes any token's logit (greedy is then the plain argmax)."""
+        return self.repeat_penalty == 1 and self.frequency_penalty == self.presence_penalty == 0
 
     @classmethod
     def from_gguf(cls, metadata: Mapping[str, str], **overrides: Any) -> Sampling:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.protocol.wire.messages import GenerationSettings
 
 from .grammar import ToolGrammar
 from .limits import Sampling
@@ -30,8 +31,10 @@ __all__ = [
     "TokenSampler",
     "Utf8Guard",
     "Utf8Shapes",
+    "answer_tokens",
     "compile_grammar",
     "first_rejected",
+    "requested",
 ]
 
 MAX_RESAMPLES = 32  # candidates taken out for one position before giving up
@@ -52,6 +55,25 @@ def _completable(started: bytes) -> bool:
             continue
         return True
     return False
+
+
+def requested(base: Sampling, settings: GenerationSettings | None) -> Sampling:
+    """`base` (the configuration's or the model's own) with what an app asked for on top."""
+    if settings is None:
+        return base
+    asked = settings.model_dump(
+        include={"temperature", "top_p", "seed", "frequency_penalty", "presence_penalty"},
+        exclude_none=True,
+    )
+    if settings.stop:
+        asked["stop"] = tuple(settings.stop)
+    return base.model_copy(update=asked)
+
+
+def answer_tokens(limit: int, settings: GenerationSettings | None) -> int:
+    """The tokens an answer may take: what the app asked for, within `limit`."""
+    asked = settings.max_tokens if settings is not None else None
+    return min(asked or limit, limit)
 
 
 class Utf8Guard:
@@ -232,7 +254,15 @@ class TokenSampler:
         # the binding declares a leading n_vocab the C function lacks: the first int is
         # what llama.cpp reads as penalty_last_n, so both ints carry it
         last_n = sampling.repeat_last_n
-        add(lib.llama_sampler_init_penalties(last_n, last_n, sampling.repeat_penalty, 0.0, 0.0))
+        add(
+            lib.llama_sampler_init_penalties(
+                last_n,
+                last_n,
+                sampling.repeat_penalty,
+                sampling.frequency_penalty,
+                sampling.presence_penalty,
+            )
+        )
         if sampling.temperature == 0:
             add(lib.llama_sampler_init_greedy())
         else:
@@ -244,7 +274,7 @@ class TokenSampler:
             add(lib.llama_sampler_init_dist(sampling.seed))
         # greedy with neutral penalties is the argmax, which llama.cpp finds from the
         # context's logits itself; the candidates are built here only when it is refused
-        greedy = sampling.temperature == 0 and sampling.repeat_penalty == 1
+        greedy = sampling.temperature == 0 and sampling.neutral_penalties
         self._argmax = lib.llama_sampler_init_greedy() if greedy else None
         self._data = np.zeros(
             (self._n_vocab,),
