@@ -22,8 +22,8 @@ from hearth.protocol.model.toolcalls import parse_generation
 from hearth.protocol.model.validate import check_schemas, validate_calls
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import (
+    AnswerSettings,
     ChatMessage,
-    GenerationSettings,
     Limits,
     Plan,
     PlanStep,
@@ -119,7 +119,7 @@ class LocalModel:
         thinking: bool = False,
         history: Sequence[ChatMessage] = (),
         on_text: OnText | None = None,
-        settings: GenerationSettings | None = None,
+        settings: AnswerSettings | None = None,
     ) -> LocalResult:
         """One local round: a validated local plan (up to `limits.max_steps` calls), or
         an answer. `history` (earlier turns) comes before the request `text` (none: the

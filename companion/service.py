@@ -28,9 +28,9 @@ from hearth.protocol.transport.keys import load_identity
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.identity import peer_id_of
 from hearth.protocol.wire.messages import (
+    AnswerSettings,
     ChatMessage,
     DeviceContext,
-    GenerationSettings,
     PlanRequest,
     ToolSpec,
     Usage,
@@ -464,7 +464,7 @@ class Service:
         events: EventSink,
         cancel: anyio.Event,
         tool_choice: Literal["auto", "required", "none"] = "auto",
-        generation: GenerationSettings | None = None,
+        generation: AnswerSettings | None = None,
         parallel_tool_calls: bool = True,
     ) -> Completion:
         """Plan with an app's own tools (an OpenAI client's) and return the calls for

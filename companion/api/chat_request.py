@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
-from hearth.protocol.wire.messages import MAX_STOPS, GenerationSettings, ToolName
+from hearth.protocol.wire.messages import MAX_STOPS, AnswerSettings, ToolName
 
 from ..events import MAX_REQUEST_CHARS
 from .errors import ApiError
@@ -249,12 +249,12 @@ class ChatRequest(_Open):
         """`metadata.conversation`: the user's conversation this request continues."""
         return (self.metadata or {}).get("conversation")
 
-    def settings(self) -> GenerationSettings:
+    def settings(self) -> AnswerSettings:
         """The sampling, length and format this request asks for."""
         fmt = self.response_format
         stops = [self.stop] if isinstance(self.stop, str) else self.stop or []
         most = self.max_completion_tokens or self.max_tokens
-        return GenerationSettings(
+        return AnswerSettings(
             max_tokens=None if most is None else min(most, MAX_ANSWER_TOKENS),
             temperature=self.temperature,
             top_p=self.top_p,

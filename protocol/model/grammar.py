@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
-from hearth.protocol.wire.messages import GenerationSettings
+from hearth.protocol.wire.messages import AnswerSettings
 
 from .limits import DEFAULT_LIMITS, GrammarLimits
 from .toolcalls import CALL_OPEN, VALUE_END, schema_kinds
@@ -535,7 +535,7 @@ def _text(root: str, b: _Builder) -> str:
     return "\n".join(rules) + "\n" + json_rules
 
 
-def answer_grammar(settings: GenerationSettings | None) -> ToolGrammar | None:
+def answer_grammar(settings: AnswerSettings | None) -> ToolGrammar | None:
     """The grammar for a round that calls no tool: the app's JSON answer, when asked."""
     if settings is None or not settings.json_answer:
         return None

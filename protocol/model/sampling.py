@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
-from hearth.protocol.wire.messages import GenerationSettings
+from hearth.protocol.wire.messages import AnswerSettings
 
 from .grammar import ToolGrammar
 from .limits import Sampling
@@ -57,7 +57,7 @@ def _completable(started: bytes) -> bool:
     return False
 
 
-def requested(base: Sampling, settings: GenerationSettings | None) -> Sampling:
+def requested(base: Sampling, settings: AnswerSettings | None) -> Sampling:
     """`base` (the configuration's or the model's own) with what an app asked for on top."""
     if settings is None:
         return base
@@ -70,7 +70,7 @@ def requested(base: Sampling, settings: GenerationSettings | None) -> Sampling:
     return base.model_copy(update=asked)
 
 
-def answer_tokens(limit: int, settings: GenerationSettings | None) -> int:
+def answer_tokens(limit: int, settings: AnswerSettings | None) -> int:
     """The tokens an answer may take: what the app asked for, within `limit`."""
     asked = settings.max_tokens if settings is not None else None
     return min(asked or limit, limit)

@@ -78,7 +78,7 @@ class Limits(Model):
 MAX_STOPS = 4  # stop sequences of one request (OpenAI's bound)
 
 
-class GenerationSettings(Model):
+class AnswerSettings(Model):
     """How an app wants its answer generated (the OpenAI API's sampling fields); `None`
     leaves a setting to the generating side's configuration. `max_tokens` is capped by
     the session's `Limits.max_tokens`; the answer ends before the first `stop` string.
@@ -203,7 +203,7 @@ class PlanRequest(Message):
     )
     """Attached documents (an older node ignores them); the node reads a long one in
     chunks, streaming `Progress(stage="reading")`, and plans with what it read."""
-    generation: GenerationSettings | None = None  # an app's sampling (an older node ignores it)
+    generation: AnswerSettings | None = None  # an app's sampling (an older node ignores it)
 
     @model_validator(mode="after")
     def _documents_within_limits(self) -> PlanRequest:
