@@ -35,6 +35,7 @@ from hearth.protocol.wire.identity import sign
 from hearth.protocol.wire.messages import (
     ActionPlan,
     Cancel,
+    ChatMessage,
     Final,
     Message,
     Observations,
@@ -52,12 +53,11 @@ from hearth.protocol.wire.roster import Role, Roster
 from hearth.protocol.wire.session import ENDED, PlanSession, Side
 
 from .admission import Admission
-from .backends import Backend, Conversation
+from .backends import Backend, Conversation, GenerationSettings
 from .config import FriendCaps
 from .documents import DocumentReader, Inert, Reading, special_tokens
 
 log = logging.getLogger("hearth.planner")
-PLAN_PROTOCOL = "/hearth/plan/1"
 
 
 class NodeTool(Protocol):
@@ -80,10 +80,10 @@ class PlannerSettings:
     sampling: Sampling = field(default_factory=Sampling)  # from the node's configuration
 
 
-def tool_message(call_id: str, content: Any, inert: Inert) -> dict[str, Any]:
+def tool_message(call_id: str, content: Any, inert: Inert) -> ChatMessage:
     """A tool's result for the conversation: JSON whose chat-template markers are broken
     (a web page or a message body is read as text, never as a turn or a call)."""
-    return {"role": "tool", "tool_call_id": call_id, "content": inert(json.dumps(content))}
+    return ChatMessage(role="tool", tool_call_id=call_id, content=inert(json.dumps(content)))
 
 
 def sign_plan(plan: Plan, key: Ed25519PrivateKey) -> Signed:
@@ -281,8 +281,8 @@ class _Session:
         tools = [*request.tools, *(t.spec for t in node_tools.values())]
         schemas = {t.function.name: dict(t.function.parameters) for t in tools}
         conv = Conversation(
-            messages=[m.model_dump(exclude_none=True) for m in request.conversation],
-            tools=[t.model_dump() for t in tools],
+            messages=list(request.conversation),
+            tools=tools,
             thinking=request.thinking,
             thinking_budget=request.limits.max_thinking_tokens,
         )
@@ -292,6 +292,7 @@ class _Session:
             reading = await self._read_documents(request, backend, conv)
             conv.messages[-1:-1] = reading.messages()
             untrusted += reading.untrusted()
+        settings = GenerationSettings(request.limits.max_tokens, self.planner.settings.sampling)
         steps_left = request.limits.max_steps
         for round_no in range(1, request.limits.max_rounds + 1):
             last = round_no == request.limits.max_rounds or steps_left == 0
@@ -317,11 +318,10 @@ class _Session:
             result = await backend.generate(
                 conv,
                 grammar=grammar,
-                max_tokens=request.limits.max_tokens,
+                settings=settings,
                 on_text=stream_text,
                 on_thinking=stream_thought,
                 cancel=self.cancel,
-                sampling=self.planner.settings.sampling,
             )
             if result.finish == "cancelled":
                 raise HearthError(ErrorCode.CANCELLED, "plan session cancelled")
@@ -333,7 +333,7 @@ class _Session:
                 thinking=request.thinking,
             )
             await validate_calls(parsed.calls, schemas)
-            conv.messages.append({"role": "assistant", "content": result.text})
+            conv.messages.append(ChatMessage(role="assistant", content=result.text))
             if not parsed.calls:
                 await self.send(
                     Final(request_id=request.request_id, answer=parsed.text, rounds=round_no - 1)

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import trio
 
-from hearth.node.planner import PLAN_PROTOCOL, sign_plan
+from hearth.node.planner import sign_plan
 from hearth.protocol.transport.host import host_for_home, quiet_libp2p
+from hearth.protocol.transport.plans import PLAN_PROTOCOL
 from hearth.protocol.transport.streams import FrameStream
 from hearth.protocol.wire.frames import FrameError
 from hearth.protocol.wire.messages import ActionPlan, Final, Message, Observations, PlanRequest
