@@ -16,8 +16,7 @@ import anyio
 
 from hearth.protocol.model.chat import ChatTemplate, split_at_first_user_turn
 from hearth.protocol.model.grammar import Mode, answer_grammar, tool_grammar
-from hearth.protocol.model.limits import Sampling
-from hearth.protocol.model.sampling import answer_tokens, requested
+from hearth.protocol.model.limits import Sampling, answer_tokens, requested
 from hearth.protocol.model.toolcalls import parse_generation
 from hearth.protocol.model.validate import check_schemas, validate_calls
 from hearth.protocol.wire.errors import ErrorCode, HearthError

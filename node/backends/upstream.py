@@ -146,9 +146,13 @@ class OpenAIUpstream:
             "repeat_penalty": sampling.repeat_penalty,
             "top_k": sampling.top_k,
             "min_p": sampling.min_p,
+            "frequency_penalty": sampling.frequency_penalty,
+            "presence_penalty": sampling.presence_penalty,
             # the template's thinking switch (llama-server; others ignore it)
             "chat_template_kwargs": {"enable_thinking": conv.thinking},
         }
+        if sampling.stop:
+            body["stop"] = list(sampling.stop)
         if conv.tools:
             body["tools"] = conv.openai_tools()
         if grammar is not None and self._style is _Style.NATIVE:

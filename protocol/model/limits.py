@@ -13,6 +13,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from hearth.protocol.wire.messages import AnswerSettings
+
 
 class GrammarLimits(BaseModel):
     """How big a grammar built from tool schemas may get (checked before llama.cpp
@@ -132,3 +134,22 @@ class Sampling(BaseModel):
             if field in found:
                 found[field] = int(found[field])
         return cls.model_validate({**found, **overrides})
+
+
+def requested(base: Sampling, settings: AnswerSettings | None) -> Sampling:
+    """`base` (the configuration's or the model's own) with what an app asked for on top."""
+    if settings is None:
+        return base
+    asked = settings.model_dump(
+        include={"temperature", "top_p", "seed", "frequency_penalty", "presence_penalty"},
+        exclude_none=True,
+    )
+    if settings.stop:
+        asked["stop"] = tuple(settings.stop)
+    return base.model_copy(update=asked)
+
+
+def answer_tokens(limit: int, settings: AnswerSettings | None) -> int:
+    """The tokens an answer may take: what the app asked for, within `limit`."""
+    asked = settings.max_tokens if settings is not None else None
+    return min(asked or limit, limit)

@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
-from hearth.protocol.wire.messages import AnswerSettings
 
 from .grammar import ToolGrammar
 from .limits import Sampling
@@ -31,10 +30,8 @@ __all__ = [
     "TokenSampler",
     "Utf8Guard",
     "Utf8Shapes",
-    "answer_tokens",
     "compile_grammar",
     "first_rejected",
-    "requested",
 ]
 
 MAX_RESAMPLES = 32  # candidates taken out for one position before giving up
@@ -55,25 +52,6 @@ def _completable(started: bytes) -> bool:
             continue
         return True
     return False
-
-
-def requested(base: Sampling, settings: AnswerSettings | None) -> Sampling:
-    """`base` (the configuration's or the model's own) with what an app asked for on top."""
-    if settings is None:
-        return base
-    asked = settings.model_dump(
-        include={"temperature", "top_p", "seed", "frequency_penalty", "presence_penalty"},
-        exclude_none=True,
-    )
-    if settings.stop:
-        asked["stop"] = tuple(settings.stop)
-    return base.model_copy(update=asked)
-
-
-def answer_tokens(limit: int, settings: AnswerSettings | None) -> int:
-    """The tokens an answer may take: what the app asked for, within `limit`."""
-    asked = settings.max_tokens if settings is not None else None
-    return min(asked or limit, limit)
 
 
 class Utf8Guard:
