@@ -222,17 +222,23 @@ class StreamedAnswer(Answer):
         self._emit = emit
         self._prose = ProseOnly()
         self._include_usage = include_usage
+        self._space = ""  # whitespace held back: sent only once more text follows it
         self.streamed = ""
 
     async def on_event(self, event: Event) -> None:
-        """Tokens go out as deltas (thinking as `reasoning_content`), tool-call markup never."""
+        """Tokens go out as deltas (thinking as `reasoning_content`), tool-call markup never.
+        Whitespace at either end is held back, as the whole answer has none there."""
         if not isinstance(event, TokenEvent):
             return
         if event.thinking:
             await self.delta(Delta(reasoning_content=event.text))
         elif piece := self._prose.feed(event.text):
-            self.streamed += piece
-            await self.delta(Delta(content=piece))
+            text = self._space + piece if self.streamed else piece.lstrip()
+            body = text.rstrip()
+            self._space = text[len(body) :]
+            if body:
+                self.streamed += body
+                await self.delta(Delta(content=body))
 
     async def delta(
         self, delta: Delta, finish: Finish | None = None, routed: Routed | None = None
