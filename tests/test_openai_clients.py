@@ -167,7 +167,8 @@ def test_a_temperature_out_of_range_is_a_400_naming_it(served: Served) -> None:
 @pytest.mark.parametrize("model", ["hearth-local", "hearth-home"])
 def test_the_answer_ends_before_a_stop_string(served: Served, model: str) -> None:
     client = served.client()
-    drawn = {"max_tokens": 24, "temperature": 1.0, "seed": 5}  # the same draws each time
+    # the same draws each time; the phone's own tools not offered: an answer, not a call
+    drawn = {"max_tokens": 24, "temperature": 1.0, "seed": 5, "tool_choice": "none"}
     free = client.chat.completions.create(model=model, messages=HI, **drawn)
     text = free.choices[0].message.content or ""
     stop = next(c for c in text[len(text) // 2 :] if not c.isspace())  # within the answer
@@ -378,7 +379,7 @@ def test_llm_streams_answers_and_continues_a_conversation(served: Served, tmp_pa
     run("-m", "hearth-local", "Say hello", "-o", "max_tokens", "4")
     run("-c", "And again", "-o", "max_tokens", "4")
     no_stream, streamed, again = json.loads(run("logs", "--json", "-n", "3"))  # oldest first
-    assert again["prompt"] == "And again"
+    assert again["prompt"].endswith("And again")
     assert again["conversation_id"] == streamed["conversation_id"]  # -c continued it
     assert no_stream["conversation_id"] != streamed["conversation_id"]
     for entry in (no_stream, streamed, again):  # usage, streamed or not

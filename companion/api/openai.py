@@ -350,8 +350,6 @@ def checked(body: ChatRequest) -> tuple[list[ToolSpec], list[ChatMessage]]:
             param="model",
         )
     tools = client_tools(body)
-    if body.tool_choice is not None and body.choice != "auto" and not tools:
-        raise ApiError(400, "invalid_input", "tool_choice needs `tools`", param="tool_choice")
     messages = conversation(body)
     if not tools and messages[-1].role != "user":
         raise ApiError(
