@@ -103,8 +103,9 @@ def test_a_completion_answers_a_conversation_on_the_phone(api: Api) -> None:
     )
     [choice] = completion.choices
     assert choice.message.role == "assistant" and isinstance(choice.message.content, str)
-    # random weights seldom end an answer: cut by the phone's limit (768 tokens), it says so
-    assert choice.finish_reason == "stop" or completion.usage.completion_tokens == 768
+    # random weights seldom end an answer: cut by the phone's limit, it says so (the
+    # clients' tests check the limit itself)
+    assert choice.finish_reason in ("stop", "length") and completion.usage.completion_tokens
     assert completion.model == "hearth-local" and completion.id.startswith("chatcmpl-")
     assert completion.model_extra["hearth"]["route"] == "local"
 
@@ -132,7 +133,7 @@ def test_a_streamed_completion_is_openais_event_stream(api: Api) -> None:
         model="hearth-local", stream=True, messages=[{"role": "user", "content": "Say something"}]
     )
     finishes = [c.choices[0].finish_reason for c in stream if c.choices]
-    assert finishes[-1] == "stop" and set(finishes[:-1]) == {None}
+    assert finishes[-1] in ("stop", "length") and set(finishes[:-1]) == {None}
 
 
 def test_thinking_streams_apart_as_reasoning_content(api: Api) -> None:

@@ -202,7 +202,9 @@ class ChatRequest(_Open):
         for i, m in enumerate(self.messages):
             for part in m.content if isinstance(m.content, list) else []:
                 if part.type not in ("text", "refusal"):
-                    message = PART_KINDS.get(part.type, f"content parts of type {part.type!r}")
+                    message = PART_KINDS.get(
+                        part.type, f"content parts of type {part.type[:32]!r} are not supported"
+                    )
                     raise ApiError(
                         400,
                         "unsupported_content",
