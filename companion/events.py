@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from hearth.protocol.wire.chat import ChatMessage
-from hearth.protocol.wire.messages import AnswerSettings
+from hearth.protocol.wire.generation import AnswerSettings
 
 from .results import AskResult
 

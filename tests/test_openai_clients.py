@@ -328,6 +328,18 @@ def test_concurrent_requests_wait_their_turn_instead_of_429(served: Served) -> N
         counted(answer.usage)  # type: ignore[attr-defined]
 
 
+def test_the_native_api_answer_has_the_same_usage(served: Served) -> None:
+    body = {"text": "hello", "route": "local", "tool_choice": "none"}
+    with served.http() as http, http.stream("POST", "/api/ask", json=body) as reply:
+        lines = [line for line in reply.iter_lines() if line.startswith("data: ")]
+    answer = json.loads(lines[-1].removeprefix("data: "))
+    assert answer["type"] == "answer"
+    usage = answer["result"]["usage"]
+    assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] == MAX_TOKENS
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    assert answer["result"]["finish"] == "length"
+
+
 def test_api_requests_are_kept_apart_from_the_users_conversations(served: Served) -> None:
     home = str(served.home)
     asked = last_json(cli("hearth", "ask", "hello", "--route", "local", "--json", "--home", home))

@@ -14,6 +14,9 @@ from pydantic import Field, JsonValue, model_validator
 from .chat import ChatMessage as ChatMessage  # re-exported: one conversation turn
 from .chat import Model as Model  # re-exported: the base of every wire value
 from .errors import ErrorCode, HearthError
+from .generation import MAX_STOPS as MAX_STOPS  # re-exported: an app's generation settings
+from .generation import AnswerSettings as AnswerSettings
+from .generation import Usage as Usage
 
 PROTOCOL_VERSION = 1
 
@@ -73,45 +76,6 @@ class Limits(Model):
     max_thinking_tokens: Annotated[int, Field(ge=1, le=32768)] = 1024  # when `thinking`
     max_value_chars: Annotated[int, Field(ge=1, le=1_000_000)] | None = None  # per string value
     max_document_chars: Annotated[int, Field(ge=0, le=MAX_DOCUMENT_CHARS)] = 200_000  # in all
-
-
-MAX_STOPS = 4  # stop sequences of one request (OpenAI's bound)
-
-
-class AnswerSettings(Model):
-    """How an app wants its answer generated (the OpenAI API's sampling fields); `None`
-    leaves a setting to the generating side's configuration. `max_tokens` is capped by
-    the session's `Limits.max_tokens`; the answer ends before the first `stop` string.
-    `json_schema` (with `json`) constrains the answer to JSON that fits it."""
-
-    max_tokens: Annotated[int, Field(ge=1, le=8192)] | None = None
-    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
-    top_p: Annotated[float, Field(gt=0, le=1)] | None = None
-    seed: Annotated[int, Field(ge=0, lt=2**32)] | None = None
-    frequency_penalty: Annotated[float, Field(ge=-2, le=2)] | None = None
-    presence_penalty: Annotated[float, Field(ge=-2, le=2)] | None = None
-    stop: Annotated[
-        list[Annotated[str, Field(min_length=1, max_length=256)]], Field(max_length=MAX_STOPS)
-    ] = Field(default_factory=list)
-    json_answer: bool = False  # the answer is one JSON value (an object unless a schema says)
-    json_schema: dict[str, JsonValue] | None = None
-
-
-class Usage(Model):
-    """Tokens one answer cost, as the runtime that generated counted them."""
-
-    prompt_tokens: Annotated[int, Field(ge=0)] = 0
-    completion_tokens: Annotated[int, Field(ge=0)] = 0
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
-            completion_tokens=self.completion_tokens + other.completion_tokens,
-        )
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
 
 
 class DocumentPart(Model):
