@@ -21,6 +21,7 @@ from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import ChatMessage
 
 from .egress import Destination, Egress, StepOutcome
+from .formats import migrate
 from .journal import connect
 from .labels import CLEAN, PRIVATE
 from .results import (
@@ -45,9 +46,6 @@ CREATE TABLE IF NOT EXISTS turns (
 );
 CREATE INDEX IF NOT EXISTS turns_of ON turns (conversation_id, seq);
 """
-# who started a conversation: the user ("user") or an app over the API ("api"); added to
-# a database made before it (every older conversation is the user's)
-SOURCE_COLUMN = "source TEXT NOT NULL DEFAULT 'user'"
 
 
 class Conversations:
@@ -55,10 +53,7 @@ class Conversations:
 
     def __init__(self, path: Path) -> None:
         self.db = connect(path)
-        self.db.executescript(SCHEMA)
-        columns = {row[1] for row in self.db.execute("PRAGMA table_info(conversations)")}
-        if "source" not in columns:
-            self.db.execute(f"ALTER TABLE conversations ADD COLUMN {SOURCE_COLUMN}")
+        migrate(self.db, path, SCHEMA)
 
     def for_request(self, conversation_id: str | None, continue_last: bool) -> str:
         """The conversation a request belongs to: the one named (which must exist), the
@@ -77,6 +72,15 @@ class Conversations:
                 return str(row[0])
         return uuid.uuid4().hex
 
+    def begin(self, conversation_id: str, request_id: str, text: str, source: str = "user") -> None:
+        """Keep a request as it starts (`running`), so that it is in its conversation
+        whatever happens next: `append` fills it in, `failed` says why it ended without
+        an answer, and a companion killed meanwhile leaves it `interrupted`. A new
+        conversation is marked with its `source`: the user, or an app over the API."""
+        with self.db:
+            self.db.execute("BEGIN")
+            self._insert(conversation_id, text, request_id, "running", source=source)
+
     def append(
         self,
         conversation_id: str,
@@ -85,43 +89,78 @@ class Conversations:
         private_steps: set[str],
         source: str = "user",
     ) -> None:
-        """Keep one finished turn (the first one starts the conversation, titled by the
-        start of its request, marked with its `source`); `private_steps` are
-        `plan_id/step_id` of steps whose results are private to the phone."""
-        now = time.time()
+        """Keep one finished turn, in the place `begin` kept for it if it did (the first
+        turn starts the conversation, titled by the start of its request);
+        `private_steps` are `plan_id/step_id` of steps whose results are private to the
+        phone; a new conversation is marked with its `source`."""
         plans = json.dumps([p.model_dump(mode="json") for p in result.plans])
-        title = " ".join(text.split())[:TITLE_CHARS]
+        filled = (result.route, result.planner, plans, result.answer)
+        private = json.dumps(sorted(private_steps))
         with self.db:
             self.db.execute("BEGIN")
-            self.db.execute(
-                "INSERT OR IGNORE INTO conversations (id, title, created, updated, source)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (conversation_id, title, now, now, source),
+            done = self.db.execute(
+                "UPDATE turns SET route = ?, planner = ?, plans = ?, answer = ?,"
+                " private_steps = ?, state = 'answered' WHERE conversation_id = ?"
+                " AND request_id = ? AND state = 'running'",
+                (*filled, private, conversation_id, result.request_id),
             )
-            self.db.execute(
-                "INSERT INTO turns (conversation_id, request_id, text, route, planner, plans,"
-                " answer, private_steps, time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    conversation_id,
-                    result.request_id,
-                    text,
-                    result.route,
-                    result.planner,
-                    plans,
-                    result.answer,
-                    json.dumps(sorted(private_steps)),
-                    now,
-                ),
-            )
-            self.db.execute(
-                "UPDATE conversations SET updated = ? WHERE id = ?", (now, conversation_id)
-            )
+            if done.rowcount == 0:
+                self._insert(
+                    conversation_id, text, result.request_id, "answered", filled, private, source
+                )
+            else:
+                self._touch(conversation_id)
+
+    def failed(self, request_id: str, error: str) -> None:
+        """A `begin`-kept request ended without an answer: `error` says why."""
+        self.db.execute(
+            "UPDATE turns SET state = 'failed', error = ?"
+            " WHERE request_id = ? AND state = 'running'",
+            (error, request_id),
+        )
+
+    def interrupted(self) -> int:
+        """Requests a stopped process left `running` (call only while no other process
+        asks: the resident companion, at start); how many."""
+        return self.db.execute(
+            "UPDATE turns SET state = 'interrupted',"
+            " error = 'the companion stopped before it was answered' WHERE state = 'running'"
+        ).rowcount
+
+    def _insert(
+        self,
+        conversation_id: str,
+        text: str,
+        request_id: str,
+        state: str,
+        filled: tuple[str, str | None, str, str] = ("", None, "[]", ""),
+        private: str = "[]",
+        source: str = "user",
+    ) -> None:
+        now = time.time()
+        title = " ".join(text.split())[:TITLE_CHARS]
+        self.db.execute(
+            "INSERT OR IGNORE INTO conversations (id, title, created, updated, source)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (conversation_id, title, now, now, source),
+        )
+        self.db.execute(
+            "INSERT INTO turns (conversation_id, request_id, text, route, planner, plans,"
+            " answer, private_steps, time, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (conversation_id, request_id, text, *filled, private, now, state),
+        )
+        self._touch(conversation_id)
+
+    def _touch(self, conversation_id: str) -> None:
+        self.db.execute(
+            "UPDATE conversations SET updated = ? WHERE id = ?", (time.time(), conversation_id)
+        )
 
     def turns(self, conversation_id: str) -> list[tuple[TurnView, set[str]]]:
         """The conversation's turns, oldest first, each with its private steps."""
         rows = self.db.execute(
-            "SELECT request_id, text, route, planner, plans, answer, private_steps, time"
-            " FROM turns WHERE conversation_id = ? ORDER BY seq",
+            "SELECT request_id, text, route, planner, plans, answer, private_steps, time,"
+            " state, error FROM turns WHERE conversation_id = ? ORDER BY seq",
             (conversation_id,),
         )
         return [
@@ -134,10 +173,12 @@ class Conversations:
                     plans=[PlanView.model_validate(p) for p in json.loads(plans)],
                     answer=answer,
                     time=at,
+                    state=state,
+                    error=error,
                 ),
                 set(json.loads(private)),
             )
-            for request_id, text, route, planner, plans, answer, private, at in rows
+            for request_id, text, route, planner, plans, answer, private, at, state, error in rows
         ]
 
     def summaries(self, everyone: bool = False) -> ConversationsResult:
@@ -169,6 +210,26 @@ class Conversations:
             turns=[turn for turn, _ in self.turns(conversation_id)],
         )
 
+    def rename(self, conversation_id: str, title: str) -> ConversationSummary:
+        """Give the conversation a new title (its turns are kept)."""
+        with self.db:
+            self.db.execute(
+                "UPDATE conversations SET title = ? WHERE id = ?", (title, conversation_id)
+            )
+        summary = self._summary(conversation_id)
+        if summary is None:
+            raise HearthError(ErrorCode.INVALID_INPUT, f"no conversation {conversation_id!r}")
+        return summary
+
+    def delete(self, conversation_id: str) -> None:
+        """Forget the conversation and its turns."""
+        if self._summary(conversation_id) is None:
+            raise HearthError(ErrorCode.INVALID_INPUT, f"no conversation {conversation_id!r}")
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.execute("DELETE FROM turns WHERE conversation_id = ?", (conversation_id,))
+            self.db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+
     def _summary(self, conversation_id: str) -> ConversationSummary | None:
         row = self.db.execute(
             "SELECT c.id, c.title, COUNT(t.seq), c.updated, c.source FROM conversations c"
@@ -193,7 +254,8 @@ def history(
     `max_turns` turns whose messages fit in `max_chars` characters together."""
     kept: list[list[ChatMessage]] = []
     used = 0
-    for turn, private in reversed(turns[-max_turns:] if max_turns > 0 else []):
+    answered = [t for t in turns if t[0].state == "answered"]  # the others have no answer
+    for turn, private in reversed(answered[-max_turns:] if max_turns > 0 else []):
         messages = _messages(turn, private, egress, destination)
         size = sum(len(m.content) for m in messages)
         if used + size > max_chars:

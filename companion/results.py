@@ -103,6 +103,9 @@ class AskResult(Result):
     warnings: list[WarningView] = Field(default_factory=list)
     thinking: str | None = None
     confidence: float | None = None
+    untrusted_sources: list[str] = Field(default_factory=list)
+    """The untrusted input the planner read before it wrote the answer (web results, files,
+    messages, MCP results, a friend's plans): the answer may repeat what they said."""
     usage: UsageView = Field(default_factory=UsageView)
     finish: Literal["stop", "length"] = "stop"  # "length": the token limit cut the answer
 
@@ -122,6 +125,8 @@ class AskResult(Result):
 class NodeStatus(Result):
     peer_id: str
     name: str = ""
+    roles: list[str] = Field(default_factory=list)  # "home" for the home node, "planner"
+    relay: str | None = None  # reachable through this relay (its name); None: directly
     reachable: bool = False
     reason: str = ""
     latency_ms: float | None = None
@@ -205,6 +210,8 @@ class TurnView(Result):
     plans: list[PlanView] = Field(default_factory=list)
     answer: str = ""
     time: float
+    state: Literal["running", "answered", "failed", "interrupted"] = "answered"
+    error: str | None = None  # why a failed or interrupted request has no answer
 
 
 class ConversationDetail(Result):

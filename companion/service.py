@@ -44,6 +44,7 @@ from .documents import Document, read_documents, release, within_a_frame
 from .egress import Destination, Policy
 from .events import AskRequest, EventSink, discard
 from .executor import Executor
+from .formats import check_home
 from .friends import FriendPlanner, may_plan, named
 from .inbox import Inbox, Kept, NotSent, deliver
 from .journal import Journal
@@ -100,6 +101,7 @@ class Service:
 
     def __init__(self, home: Path, *, resident: bool = False) -> None:
         secure_home(home)
+        check_home(home)
         self.home = home
         self.resident = resident
         self.policy = load_policy(home)
@@ -131,7 +133,8 @@ class Service:
                 mounted(service.mcp_servers, service.registry, home / "logs")
             )
             service.warnings = [WarningView.model_validate(w.model_dump()) for w in warnings]
-            if resident:
+            if resident:  # the only process asking now: what is `running` was cut off
+                service.conversations.interrupted()
                 await service._resume(Scripted(None))
                 if service.paired:
                     from .link import NodeLink
@@ -174,7 +177,18 @@ class Service:
         """Finish what a crash interrupted, once, before the first request."""
         if not self._resumed:
             self._resumed = True
-            await self.executor(confirmer).resume()
+            executor = self.executor(confirmer)
+            await executor.resume()
+            self.warnings += [
+                WarningView(
+                    source="journal",
+                    tool=tool,
+                    code="refused",
+                    message=f"a {tool} step was interrupted by a crash and not run again: it "
+                    "may or may not have happened (see `hearth audit`)",
+                )
+                for tool in executor.not_rerun
+            ]
 
     async def _warm(self) -> None:
         with contextlib.suppress(HearthError):  # no local model: requests say so when it matters
@@ -220,7 +234,14 @@ class Service:
         )
         turn.documents = await self._attached(request.attachments)
         turns = self._recall(turn, conversation_id)
-        await self._answer(turn, turns)
+        request_id = turn.result.request_id
+        self.conversations.begin(conversation_id, request_id, request.text, request.source)
+        try:
+            await self._answer(turn, turns)
+        except BaseException as exc:  # an error, or cancelled: the request is kept, failed
+            why = f"{exc.code.value}: {exc.message}" if isinstance(exc, HearthError) else "stopped"
+            self.conversations.failed(request_id, why)
+            raise
         self.conversations.append(
             conversation_id, request.text, turn.result, turn.private_steps, request.source
         )
@@ -574,12 +595,14 @@ class Service:
             for member in link.roster.roster.members:
                 if not ({Role.HOME, Role.PLANNER} & member.roles):
                     continue
-                entry = NodeStatus(peer_id=member.peer_id, name=member.name)
+                roles = sorted(role.value for role in member.roles)
+                entry = NodeStatus(peer_id=member.peer_id, name=member.name, roles=roles)
                 try:
                     t0 = time.monotonic()
                     health = await ask_health(link.host, member.peer_id, book.get(member.peer_id))
                     entry.latency_ms = round((time.monotonic() - t0) * 1000, 1)
                     entry.reachable = True
+                    entry.relay = relay_name(link, link.host.worked.get(member.peer_id, ""))
                     if health.model is not None:
                         entry.model = health.model.model_dump(mode="json")
                 except HearthError as exc:
@@ -658,3 +681,15 @@ def audit_report(home: Path, verify: bool) -> AuditResult:
         verified=verified,
         problem=problem or None,
     )
+
+
+def relay_name(link: NodeLink, address: str) -> str | None:
+    """The relay `address` goes through (its roster name, else its id), or None when it is
+    a direct address."""
+    from hearth.protocol.transport.circuits import is_circuit, relay_of
+
+    if not is_circuit(address):
+        return None
+    relay = relay_of(address)[0]
+    member = link.roster.roster.member(relay)
+    return (member.name if member is not None else "") or relay

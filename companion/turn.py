@@ -14,7 +14,7 @@ from .audit import AuditRecord
 from .documents import Document
 from .egress import Destination, StepOutcome
 from .events import AskRequest, EventSink, RouteEvent, StepEvent
-from .executor import Executor, SessionState
+from .executor import FRIEND, Executor, SessionState
 from .results import AskResult, PlanView, StepView
 
 NOT_RUN = Observation(step_id="-", status="skipped", error="not run")
@@ -79,6 +79,7 @@ class Turn:
                 )
             )
 
+        state.request = state.request or self.request.text  # the user's own words
         try:
             outcomes = await self.executor.run_plan(
                 plan,
@@ -90,6 +91,11 @@ class Turn:
         except anyio.get_cancelled_exc_class():
             self._cut_off(plan)
             raise
+        finally:  # the answer is written after the planner read these
+            read = set(self.result.untrusted_sources) | state.tainted_by
+            if destination is Destination.FRIEND:
+                read.add(FRIEND)
+            self.result.untrusted_sources = sorted(read)
         return [self.executor.egress.observation(o, destination) for o in outcomes]
 
     def _cut_off(self, plan: Plan) -> None:

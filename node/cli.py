@@ -38,10 +38,12 @@ HomeOption = Annotated[
     Path | None, typer.Option("--home", help="State directory (env HEARTH_NODE_HOME).")
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+SERVE_LOG = Path("logs", "node.log")  # `hearth-node serve`'s log under the home (rotated)
 
 
-def _home(home: Path | None) -> Path:
-    return resolve_home(home, "HEARTH_NODE_HOME", "hearth-node")
+def _home(home: Path | None, *, create: bool = False) -> Path:
+    """The home in force; made only by the commands that set one up (`create`)."""
+    return resolve_home(home, "HEARTH_NODE_HOME", "hearth-node", create=create)
 
 
 @app.command()
@@ -54,7 +56,7 @@ def init(
     from hearth.protocol.transport.membership import found_swarm
 
     with reporting(as_json):
-        directory = _home(home)
+        directory = _home(home, create=True)
         roster = found_swarm(directory, name or socket.gethostname())
         payload = {"peer_id": roster.founder, "home": str(directory), "roster_version": 1}
         emit(
@@ -163,7 +165,7 @@ def join(
     """A friend's node joins a swarm with a one-time invite (`invite --role friend`). A node
     that founded its own swarm with `init` may join as long as nobody joined it."""
     with reporting(as_json):
-        directory = _home(home)
+        directory = _home(home, create=True)
         invite = read_uri(uri)
         from hearth.protocol.transport.host import quiet_libp2p
         from hearth.protocol.transport.keys import create_identity, load_identity
@@ -215,9 +217,10 @@ def serve(
         Path | None, typer.Option(help="Write {peer_id, addrs} as JSON here once listening.")
     ] = None,
     home: HomeOption = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug output too.")] = False,
 ) -> None:
-    """Run the home node daemon until SIGTERM or Ctrl-C."""
+    """Run the home node daemon until SIGTERM or Ctrl-C. Logs one line per request to
+    stderr and logs/node.log under the home."""
     import logging
 
     import trio
@@ -225,9 +228,9 @@ def serve(
     from hearth.node.config import load_config
     from hearth.node.daemon import serve as run
 
-    configure_logging(logging.DEBUG if verbose else logging.INFO)
     with reporting(False):
         directory = _home(home)
+        configure_logging(logging.DEBUG if verbose else logging.INFO, directory / SERVE_LOG)
         config = load_config(
             directory,
             listen=listen or None,

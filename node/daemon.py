@@ -222,6 +222,7 @@ class Node:
                     roles=sorted(m.roles),
                     reachable=not reasons[m.peer_id],
                     reason=reasons[m.peer_id],
+                    last_seen_s=self.host.quiet_for(m.peer_id),
                 )
                 for m in peers
             ],

@@ -220,6 +220,6 @@ async def serve_dashboard(
     token = load_token(home / DASHBOARD_TOKEN)
     app = guard(
         Dashboard(control, name).app(), token=token, cookie=SESSION_COOKIE, login_page=True,
-        title="Hearth node",
+        title="Hearth node", token_file=home / DASHBOARD_TOKEN,
     )  # fmt: skip
     await serve(app, port, task_status=task_status)

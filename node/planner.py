@@ -28,6 +28,8 @@ from hearth.protocol.model.limits import answer_tokens, requested
 from hearth.protocol.model.runtime import Sampling
 from hearth.protocol.model.toolcalls import parse_generation
 from hearth.protocol.model.validate import check_schemas, validate_calls
+from hearth.protocol.request_log import Logged, logged
+from hearth.protocol.transport.plans import PLAN_PROTOCOL
 from hearth.protocol.transport.streams import FrameStream
 from hearth.protocol.transport.taskgroups import single_error
 from hearth.protocol.wire.errors import ErrorCode, HearthError
@@ -120,7 +122,8 @@ class Planner:
         run = _Session(self, stream)
         self.sessions += 1
         try:
-            await run.main()
+            with logged(run.logged):
+                await run.main()
         finally:
             self.sessions -= 1
 
@@ -133,6 +136,7 @@ class _Session:
         self.inbox_send, self.inbox = anyio.create_memory_object_stream[Message | FrameError](64)
         self.cancel = anyio.Event()
         self.failed = False
+        self.logged = Logged(PLAN_PROTOCOL)  # its line in the request log
 
     async def send(self, message: Message) -> None:
         if self.session.state not in ENDED:
@@ -161,6 +165,7 @@ class _Session:
         if self.failed:
             return
         self.failed = True
+        self.logged.outcome = exc.code.value
         # said even when the phone's bad frame already ended the session (and only once)
         if self.session.state in ENDED:
             with contextlib.suppress(HearthError):  # the phone may be gone
@@ -212,7 +217,9 @@ class _Session:
                 f"no plan request within {self.planner.settings.request_timeout_s:g} s",
             ) from exc
         assert isinstance(request, PlanRequest)  # the session allows nothing else first
+        self.logged.id = request.request_id
         friend = self._for_a_friend()
+        self.logged.route = f"{PLAN_PROTOCOL} for {'a friend' if friend else 'a phone'}"
         if friend and request.documents:  # the owner's documents never go to a friend
             raise HearthError(ErrorCode.REFUSED, "this node reads no documents for friends")
         if friend:

@@ -86,6 +86,7 @@ class PeerStatus(Part):
     roles: list[str]
     reachable: bool
     reason: str
+    last_seen_s: float | None = None  # since bytes last came from it (None: not since start)
 
 
 class NodeStatus(Part):

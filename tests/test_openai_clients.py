@@ -89,6 +89,7 @@ def served(tmp_path_factory: pytest.TempPathFactory, tiny_models) -> Iterator[Se
     try:
         home = paired_phone(processes, root, tiny_models)
         cli("hearth", "config", "set", "limits.max_tokens", str(MAX_TOKENS), "--home", str(home))
+        cli("hearth", "config", "set", "limits.max_steps", "4", "--home", str(home))  # calls fit
         config = home / "config.toml"  # a top-level key, before the file's tables
         config.write_text('api_hosts = ["host.docker.internal"]\n' + config.read_text())
         running = start_companion(processes, home)

@@ -23,6 +23,7 @@ from starlette.staticfiles import StaticFiles
 
 from hearth.protocol.web import guard, serve
 
+from ..serve import TOKEN_NAME
 from . import native, openai
 from .errors import ApiError
 from .streams import Slots
@@ -79,6 +80,7 @@ async def serve_api(
         token=token,
         cookie=SESSION_COOKIE,
         login_page=True,
+        token_file=service.home / TOKEN_NAME,
         hosts=service.settings.api_hosts,
     )
     await serve(app, port, task_status=task_status)

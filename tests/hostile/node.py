@@ -61,7 +61,9 @@ async def serve(home: Path, script: Path, log: Path, listen: list[str], ready: P
         conv = _Session(stream, log)
         request = await conv.receive()
         assert isinstance(request, PlanRequest)  # the session state machine allows nothing else
-        rounds = Script.model_validate_json(script.read_text())
+        # "{request_id}" in the script stands for this session's request id (tests/chaos/)
+        text = script.read_text().replace("{request_id}", request.request_id)
+        rounds = Script.model_validate_json(text)
         for round_no, round_ in enumerate(rounds.rounds, 1):
             assert conv.session.request_hash is not None
             plan = plan_for(
