@@ -26,7 +26,7 @@ import functools
 import json
 import math
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import AnswerSettings
@@ -58,7 +58,7 @@ class ToolGrammar(str):
     lazy: bool
     trigger: str
 
-    def __new__(cls, text: str, *, lazy: bool = False, trigger: str = CALL_OPEN) -> ToolGrammar:
+    def __new__(cls, text: str, *, lazy: bool = False, trigger: str = CALL_OPEN) -> Self:
         grammar = super().__new__(cls, text)
         grammar.lazy = lazy
         grammar.trigger = trigger
@@ -513,9 +513,21 @@ def tool_grammar(
     return ToolGrammar(_text(f"{call} {more}", b), lazy=mode == "auto")
 
 
+class AnswerGrammar(ToolGrammar):
+    """A grammar for an answer that is JSON (no tool call), with the `schema` it encodes
+    (for a server that takes a JSON schema rather than a grammar)."""
+
+    schema: dict[str, Any]
+
+    def __new__(cls, text: str, schema: dict[str, Any]) -> Self:
+        grammar = super().__new__(cls, text)
+        grammar.schema = schema
+        return grammar
+
+
 def json_grammar(
     schema: dict[str, Any] | None, limits: GrammarLimits = DEFAULT_LIMITS.grammar
-) -> ToolGrammar:
+) -> AnswerGrammar:
     """The grammar for an answer that is one JSON value fitting `schema` (None: any
     object), as compact JSON after optional leading whitespace; `invalid_input` for a
     schema beyond `limits`. What GBNF cannot say (patterns, bounds) the caller checks."""
@@ -524,7 +536,7 @@ def json_grammar(
         raise HearthError(ErrorCode.INVALID_INPUT, "the response schema is too large")
     b = _Builder(limits, None)
     value = b.json(schema)
-    return ToolGrammar(_text(f"[ \\n]? {value}", b))
+    return AnswerGrammar(_text(f"[ \\n]? {value}", b), schema)
 
 
 def _text(root: str, b: _Builder) -> str:
@@ -535,7 +547,7 @@ def _text(root: str, b: _Builder) -> str:
     return "\n".join(rules) + "\n" + json_rules
 
 
-def answer_grammar(settings: AnswerSettings | None) -> ToolGrammar | None:
+def answer_grammar(settings: AnswerSettings | None) -> AnswerGrammar | None:
     """The grammar for a round that calls no tool: the app's JSON answer, when asked."""
     if settings is None or not settings.json_answer:
         return None
