@@ -176,6 +176,6 @@ class LocalModel:
             result.tokens,
             result.confidence,
             result.thinking,
-            Usage(prompt_tokens=result.prompt_counted, completion_tokens=result.tokens),
+            Usage(prompt_tokens=result.prompt_counted, completion_tokens=result.completion_counted),
             parsed.truncated,
         )

@@ -339,7 +339,9 @@ class _Session:
             )
             if result.finish == "cancelled":
                 raise HearthError(ErrorCode.CANCELLED, "plan session cancelled")
-            usage += Usage(prompt_tokens=result.prompt_counted, completion_tokens=result.tokens)
+            usage += Usage(
+                prompt_tokens=result.prompt_counted, completion_tokens=result.completion_counted
+            )
             parsed = parse_generation(
                 result.text,
                 result.finish,

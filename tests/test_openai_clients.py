@@ -159,6 +159,13 @@ def test_temperature_and_seed_reach_the_model(served: Served, model: str) -> Non
     assert len({first, sampled(2), sampled(3)}) > 1  # random weights at 1.5: seeds differ
 
 
+def test_thinking_tokens_count_in_the_usage(served: Served) -> None:
+    completion = served.client().chat.completions.create(
+        model="hearth-local", messages=HI, max_tokens=5, reasoning_effort="low"
+    )
+    assert completion.usage.completion_tokens > 5  # the answer's 5 and the thinking's
+
+
 def test_a_temperature_out_of_range_is_a_400_naming_it(served: Served) -> None:
     with pytest.raises(openai.BadRequestError) as refused:
         served.client().chat.completions.create(model="hearth", messages=HI, temperature=2.5)

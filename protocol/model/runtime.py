@@ -43,11 +43,17 @@ class Generation:
     confidence: float | None = None  # geometric mean of the model's own token probabilities
     thinking: str = ""  # the thinking block's text, when the request asked for one
     prompt_total: int = 0  # the whole prompt, a cached prefix included (0: not known)
+    thinking_tokens: int = 0  # of the thinking block (not in `tokens`)
 
     @property
     def prompt_counted(self) -> int:
         """The prompt's tokens as a usage report counts them (all of them, when known)."""
         return self.prompt_total or self.prompt_tokens
+
+    @property
+    def completion_counted(self) -> int:
+        """The answer's tokens as a usage report counts them (thinking included)."""
+        return self.tokens + self.thinking_tokens
 
 
 @dataclass
@@ -151,6 +157,7 @@ class LlamaRuntime:
                 math.exp(sum(loop.logprobs) / len(loop.logprobs)) if loop.logprobs else None,
                 thinking=thought,
                 prompt_total=prompt_total,
+                thinking_tokens=loop.thought,
             )
 
     def token_bytes(self, token: int) -> bytes:
@@ -285,6 +292,7 @@ class _TokenLoop:
         self._end = runtime._shapes().end_of_generation
         self.finish: Finish | None = None
         self.produced = 0
+        self.thought = 0  # tokens of the thinking block
         self.evaluated: list[int] = []
         self.logprobs: list[float] = []
         self._pending: int | None = None  # sampled, not yet evaluated
@@ -322,7 +330,7 @@ class _TokenLoop:
                 self.finish = "cancelled"
                 return "".join(pieces)
             if THINK_END in "".join(pieces[-4:]):
-                self.produced = 0
+                self.thought, self.produced = self.produced, 0
                 return "".join(pieces)
         close = self.runtime.tokenize(THINK_CLOSE)
         if self._pending is not None:
@@ -330,7 +338,7 @@ class _TokenLoop:
             self._pending = None
         self.runtime.llm.eval(close)
         self.evaluated += close
-        self.produced = 0
+        self.thought, self.produced = self.produced, 0
         on_thinking(THINK_CLOSE)
         return "".join(pieces) + THINK_CLOSE
 
