@@ -240,7 +240,8 @@ class Service:
             await self._answer(turn, turns)
         except BaseException as exc:  # an error, or cancelled: the request is kept, failed
             why = f"{exc.code.value}: {exc.message}" if isinstance(exc, HearthError) else "stopped"
-            self.conversations.failed(request_id, why)
+            with contextlib.suppress(sqlite3.Error):  # a full disk: left `running`, so the
+                self.conversations.failed(request_id, why)  # next start says `interrupted`
             raise
         self.conversations.append(
             conversation_id, request.text, turn.result, turn.private_steps, request.source
