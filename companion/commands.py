@@ -58,6 +58,7 @@ class AuditOp(BaseOp):
 class ConversationsOp(BaseOp):
     op: Literal["conversations"] = "conversations"
     id: Annotated[str | None, Field(max_length=128)] = None
+    all: bool = False  # apps' API requests too (`--all`)
 
 
 class InboxOp(BaseOp):
@@ -78,9 +79,9 @@ async def perform(service: Service, op: ReportOp) -> BaseModel:
             return service.tools()
         case AuditOp(verify=verify):
             return service.audit(verify)
-        case ConversationsOp(id=conversation_id):
+        case ConversationsOp(id=conversation_id, all=everyone):
             if conversation_id is None:
-                return service.conversations.summaries()
+                return service.conversations.summaries(everyone)
             return service.conversations.detail(conversation_id)
         case InboxOp():
             return service.inbox.view()

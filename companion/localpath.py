@@ -18,6 +18,7 @@ from .egress import Destination
 from .events import TokenEvent
 from .executor import SessionState
 from .local import LocalModel, LocalResult
+from .results import UsageView
 from .turn import Turn, plan_view
 
 
@@ -57,6 +58,7 @@ async def local_plan(
         thinking=request.thinking,
         history=turn.history[Destination.PHONE],
         on_text=streaming(turn),
+        settings=request.generation,
     )
 
 
@@ -87,6 +89,8 @@ async def answer_locally(
         out.confidence = round(result.confidence, 4)
     await turn.announce_route(peer_id)
     out.answer = result.answer
+    out.usage = UsageView.of(result.usage)
+    out.finish = "length" if result.truncated else "stop"
     if turn.request.thinking:
         out.thinking = result.thinking
     if result.plan is not None:

@@ -21,7 +21,7 @@ from hearth.protocol.transport.keepalive import watch
 from hearth.protocol.transport.plans import PLAN_PROTOCOL, PlanOutcome, run_plan_session
 from hearth.protocol.transport.taskgroups import single_error
 from hearth.protocol.wire.errors import ErrorCode, HearthError
-from hearth.protocol.wire.messages import Observation, Plan, PlanRequest, Token
+from hearth.protocol.wire.messages import Observation, Plan, PlanRequest, Token, Usage
 from hearth.protocol.wire.roster import Role
 
 from .documents import DocumentProgress
@@ -30,6 +30,7 @@ from .events import TokenEvent
 from .executor import SessionState
 from .friends import FriendPlanner, named
 from .link import KEEPALIVE_BOUND_S, NodeLink
+from .results import UsageView
 from .turn import Turn, plan_view
 
 DEADLINE_GRACE_S = 1.0  # past the deadline, for the node's own `timed_out` to arrive first
@@ -132,6 +133,8 @@ async def answer_remotely(
     out.plans = [plan_view(p, observed.get(p.plan_id, [])) for p in outcome.plans]
     out.plan = out.plans[-1] if out.plans else None
     out.answer = outcome.final.answer
+    out.usage = UsageView.of(outcome.final.usage or Usage())
+    out.finish = outcome.final.finish
     if request.thinking:
         out.thinking = thought
     if outcome.first_token_s is not None:

@@ -27,7 +27,14 @@ from hearth.protocol.kit.tomlfile import read_toml
 from hearth.protocol.transport.keys import load_identity
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.identity import peer_id_of
-from hearth.protocol.wire.messages import ChatMessage, DeviceContext, PlanRequest, ToolSpec
+from hearth.protocol.wire.messages import (
+    AnswerSettings,
+    ChatMessage,
+    DeviceContext,
+    PlanRequest,
+    ToolSpec,
+    Usage,
+)
 
 from .audit import AuditLog
 from .config import secure_home
@@ -55,6 +62,7 @@ from .results import (
     SearchResult,
     StatusResult,
     ToolsResult,
+    UsageView,
     WarningView,
 )
 from .router import Decision, RouteInput, decide
@@ -227,7 +235,7 @@ class Service:
         turn.documents = await self._attached(request.attachments)
         turns = self._recall(turn, conversation_id)
         request_id = turn.result.request_id
-        self.conversations.begin(conversation_id, request_id, request.text)
+        self.conversations.begin(conversation_id, request_id, request.text, request.source)
         try:
             await self._answer(turn, turns)
         except BaseException as exc:  # an error, or cancelled: the request is kept, failed
@@ -235,7 +243,9 @@ class Service:
             with contextlib.suppress(sqlite3.Error):  # a full disk: left `running`, so the
                 self.conversations.failed(request_id, why)  # next start says `interrupted`
             raise
-        self.conversations.append(conversation_id, request.text, turn.result, turn.private_steps)
+        self.conversations.append(
+            conversation_id, request.text, turn.result, turn.private_steps, request.source
+        )
         return turn.result
 
     async def _attached(self, paths: list[str]) -> list[Document]:
@@ -440,6 +450,7 @@ class Service:
                 tool_choice=request.tool_choice,
                 thinking=request.thinking,
                 documents=[d.part() for d, sent in documents if sent],
+                generation=request.generation,
             )
         except ValidationError as exc:  # documents beyond the request's limits, say
             problem = exc.errors(include_url=False, include_input=False)[0]
@@ -475,10 +486,13 @@ class Service:
         events: EventSink,
         cancel: anyio.Event,
         tool_choice: Literal["auto", "required", "none"] = "auto",
+        generation: AnswerSettings | None = None,
+        parallel_tool_calls: bool = True,
     ) -> Completion:
         """Plan with an app's own tools (an OpenAI client's) and return the calls for
         the app to run: nothing is executed on the phone. `auto` plans on the home node
-        when it is reachable, else locally."""
+        when it is reachable, else locally. Without `parallel_tool_calls`, at most one
+        call comes back."""
         if not messages:
             raise HearthError(ErrorCode.INVALID_INPUT, "no messages")
         *earlier, last = messages
@@ -489,6 +503,7 @@ class Service:
                 route=route,
                 tool_choice=tool_choice,
                 history=earlier if text else messages,
+                generation=generation,
             )
         except ValidationError as exc:
             problem = exc.errors(include_url=False, include_input=False)[0]
@@ -503,21 +518,36 @@ class Service:
         if route != "local" and self.paired:
             async with self._node() as link:
                 if await link.ensure():
-                    return await self._complete_remotely(link, turn, messages, tools)
+                    return await self._complete_remotely(
+                        link, turn, messages, tools, parallel_tool_calls
+                    )
                 if route == "remote":
                     raise link.error or HearthError(ErrorCode.UNREACHABLE, link.reason)
         turn.history[Destination.PHONE] = list(turn.request.history)
-        result = await local_plan(
-            self.local, turn, tools, self.peer_id, self.settings.limits, text=text
-        )
+        limits = self.settings.limits
+        if not parallel_tool_calls:
+            limits = limits.model_copy(update={"max_steps": 1})
+        result = await local_plan(self.local, turn, tools, self.peer_id, limits, text=text)
         calls = [
             ClientToolCall(id=f"call_{uuid.uuid4().hex[:24]}", name=s.tool, arguments=s.arguments)
             for s in (result.plan.steps if result.plan else [])
         ]
-        return Completion(answer=result.answer, calls=calls, route="local", reason="on the phone")
+        return Completion(
+            answer=result.answer,
+            calls=calls,
+            route="local",
+            reason="on the phone",
+            usage=UsageView.of(result.usage),
+            finish="length" if result.truncated else "stop",
+        )
 
     async def _complete_remotely(
-        self, link: NodeLink, turn: Turn, messages: list[ChatMessage], tools: list[ToolSpec]
+        self,
+        link: NodeLink,
+        turn: Turn,
+        messages: list[ChatMessage],
+        tools: list[ToolSpec],
+        parallel_tool_calls: bool,
     ) -> Completion:
         """One plan from the node, its calls returned; the node hears every step was
         `skipped` ("returned to the app") and writes no more plans (two rounds at most)."""
@@ -525,7 +555,8 @@ class Service:
 
         from .remote import plan_session
 
-        request = self._plan_request(turn, tools, messages, {"max_rounds": 2})
+        one = {} if parallel_tool_calls else {"max_steps": 1}
+        request = self._plan_request(turn, tools, messages, {"max_rounds": 2, **one})
         request = request.model_copy(update={"tools": tools})  # the app's: never filtered
         calls: list[ClientToolCall] = []
 
@@ -543,6 +574,8 @@ class Service:
             calls=calls,
             route="remote",
             reason="planned on the home node",
+            usage=UsageView.of(outcome.final.usage or Usage()),
+            finish=outcome.final.finish,
         )
 
     # -- reporting ----------------------------------------------------------------------

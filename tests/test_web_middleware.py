@@ -514,3 +514,35 @@ def test_the_sign_in_page_names_the_token_file_as_text_never_markup() -> None:
     # the command that prints it, quoted for a shell, then escaped for the page
     assert "cat &#x27;/srv/it&#x27;&quot;&#x27;&quot;&#x27;s &lt;script&gt;" in shown
     assert "token-help" not in SignInPage("Hearth").html(wrong=False).decode()
+
+
+EXTRA_HOSTS = ["Phone.lan", "tablet.lan:9000"]
+
+
+@pytest.mark.parametrize(
+    ("host", "passes"),
+    [
+        (f"phone.lan:{PORT}", True),
+        (f"PHONE.LAN:{PORT}", True),
+        ("tablet.lan:9000", True),  # a name given with its own port (a proxy's)
+        (f"127.0.0.1:{PORT}", True),
+        (f"phone.lan:{PORT + 1}", False),
+        ("phone.lan", False),
+        (f"tablet.lan:{PORT}", False),
+        (f"phone.lan.:{PORT}", False),
+        (f"evil.phone.lan:{PORT}", False),
+        (f"phone.lan.evil.example:{PORT}", False),
+    ],
+)
+def test_more_host_names_pass_only_as_given(host: str, passes: bool) -> None:
+    answer = call(lambda app: LoopbackHost(app, EXTRA_HOSTS), [(b"host", host.encode())])
+    assert answer.reached is passes
+    origin = [(b"host", host.encode()), (b"origin", f"http://{host.lower()}".encode())]
+    assert call(lambda app: SameOrigin(app, EXTRA_HOSTS), origin).reached is passes
+
+
+def test_the_openai_api_is_refused_in_openais_error_shape() -> None:
+    answer = call(LoopbackHost, [(b"host", b"evil.example")], path="/v1/chat/completions")
+    assert answer.status == 421
+    assert answer.body.startswith(b'{"error": {"message": "this Host is not served here"')
+    assert b'"code": "misdirected_request"' in answer.body

@@ -9,6 +9,7 @@ guard, `/hearth.js` and `/hearth.css` are the script and stylesheet both pages s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from starlette.types import ASGIApp
@@ -30,15 +31,16 @@ def guard(
     login_page: bool,
     title: str = "Hearth",
     token_file: Path | None = None,
+    hosts: Sequence[str] = (),
 ) -> ASGIApp:
     """`app` behind the loopback guard: Host and Origin checked on every request, the bearer
     `token` or a session cookie named `cookie` required; with `login_page`, `GET /` without
     a session and `GET /login` show the sign-in form (saying where `token_file` is, and
     how to print it), `POST /login` (field `token`) starts a session and `POST /logout`
-    ends it."""
+    ends it. `hosts` are more Host names accepted (with the port, unless one is given)."""
     access = Access(token, cookie)
     page = SignInPage(title, token_file) if login_page else None
     inner: ASGIApp = SessionOrBearer(SharedFiles(app), access, page)
     if page is not None:
         inner = LoginForm(inner, access, page)
-    return SecurityHeaders(LoopbackHost(SameOrigin(inner)))
+    return SecurityHeaders(LoopbackHost(SameOrigin(inner, hosts), hosts))

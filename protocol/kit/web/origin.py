@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .host import loopback_host
@@ -15,14 +17,15 @@ class SameOrigin:
     or whose `Sec-Fetch-Site` says another site sent it, whatever its method. A request
     without `Origin` passes here (`auth` demands one of a signed-in page's writes)."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, hosts: Sequence[str] = ()) -> None:
         self.app = app
+        self.hosts = tuple(hosts)  # the Host names `loopback_host` accepts beside loopback
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] in GUARDED:
             view = ScopeView(scope)
             origin = view.header(b"origin")
-            host = loopback_host(view)
+            host = loopback_host(view, self.hosts)
             if origin is not None and (host is None or origin != f"http://{host}"):
                 await refuse(view, receive, send, 403, "cross-origin request")
                 return

@@ -11,6 +11,8 @@ from hearth.protocol.wire.errors import ErrorCode
 GUARDED = ("http", "websocket")  # scope types the guard checks; others pass (lifespan)
 # a refusal's code in an API's JSON error, by status (anything else: invalid_input)
 REFUSAL_CODES = {401: ErrorCode.REFUSED, 403: ErrorCode.REFUSED, 429: ErrorCode.BUSY}
+# ...and in the OpenAI-compatible API's (anything else: refused)
+OPENAI_CODES = {401: "invalid_api_key", 403: "forbidden", 421: "misdirected_request"}
 
 
 class ScopeView:
@@ -87,14 +89,24 @@ async def respond(
 
 
 async def refuse(view: ScopeView, receive: Receive, send: Send, status: int, why: str) -> None:
-    """Refuse the request: a WebSocket is closed (1008); an API answers its JSON error, a
-    page plain text; a 401 names the bearer scheme."""
+    """Refuse the request: a WebSocket is closed (1008); an API answers its JSON error (the
+    OpenAI-compatible one in OpenAI's shape), a page plain text; a 401 names the bearer
+    scheme."""
     if view.kind == "websocket":
         await receive()  # websocket.connect
         await send({"type": "websocket.close", "code": 1008, "reason": why})
         return
     extra = [(b"www-authenticate", b'Bearer realm="hearth"')] if status == 401 else []
-    if view.is_api:
+    if view.path.startswith("/v1/") or view.path == "/v1":  # OpenAI's error shape
+        error = {
+            "message": why,
+            "type": "invalid_request_error",
+            "param": None,
+            "code": OPENAI_CODES.get(status, "refused"),
+        }
+        body = json.dumps({"error": error}).encode()
+        await respond(send, status, body, "application/json", extra)
+    elif view.is_api:
         code = REFUSAL_CODES.get(status, ErrorCode.INVALID_INPUT)
         body = json.dumps({"error": {"code": code.value, "message": why}}).encode()
         await respond(send, status, body, "application/json", extra)
