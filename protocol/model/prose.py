@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from .toolcalls import CALL_CLOSE, CALL_OPEN
-
-TAGS = (CALL_OPEN, CALL_CLOSE)
+# The tags `toolcalls` parses (CALL_OPEN, CALL_CLOSE), not imported from there: it loads
+# the wire's messages, more than a command's streaming view needs (tests/test_prose.py
+# checks they agree)
+TAGS = ("<tool_call>", "</tool_call>")
 
 
 class ProseOnly:
