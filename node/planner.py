@@ -24,6 +24,7 @@ import msgpack
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from hearth.protocol.model.grammar import Mode, tool_grammar
+from hearth.protocol.model.inert import Inert
 from hearth.protocol.model.runtime import Sampling
 from hearth.protocol.model.toolcalls import parse_generation
 from hearth.protocol.model.validate import check_schemas, validate_calls
@@ -54,7 +55,7 @@ from hearth.protocol.wire.session import ENDED, PlanSession, Side
 from .admission import Admission
 from .backends import Backend, Conversation
 from .config import FriendCaps
-from .documents import DocumentReader, Inert, Reading, special_tokens
+from .documents import DocumentReader, Reading, special_tokens
 
 log = logging.getLogger("hearth.planner")
 PLAN_PROTOCOL = "/hearth/plan/1"
@@ -280,14 +281,17 @@ class _Session:
         }
         tools = [*request.tools, *(t.spec for t in node_tools.values())]
         schemas = {t.function.name: dict(t.function.parameters) for t in tools}
+        inert = Inert(special_tokens(backend))
+        messages = [m.model_dump(exclude_none=True) for m in request.conversation]
+        for message in messages[:-1]:  # earlier turns are read as text, never as markers
+            message["content"] = inert(message["content"])
         conv = Conversation(
-            messages=[m.model_dump(exclude_none=True) for m in request.conversation],
+            messages=messages,
             tools=[t.model_dump() for t in tools],
             thinking=request.thinking,
             thinking_budget=request.limits.max_thinking_tokens,
         )
         untrusted: list[UntrustedInput] = []
-        inert = Inert(special_tokens(backend))
         if request.documents:  # before the request itself, as the user attached them
             reading = await self._read_documents(request, backend, conv)
             conv.messages[-1:-1] = reading.messages()

@@ -1,0 +1,138 @@
+"""The prompt builder: every planner's input, built in one place from labelled values.
+
+A request's planner reads the request, the earlier turns of its conversation (or the
+app's own messages) and the attached documents. `Prompt` holds them with their
+labels: the user's request is clean; each earlier message carries what it was kept
+with (`conversations.TurnLabels`); a message an app hands in as a tool result is
+untrusted; a document is private and untrusted (source `document:NAME`). For each
+destination the builder gives what that planner may read (the egress judges each
+earlier message for it, as it judges observations) and the labels of all of it, which
+the plan session starts with. Every text that is not the request itself is made inert
+(`protocol.model.inert`) for whichever model reads it: the phone's own, the home's or
+a friend's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import reduce
+
+from pydantic import ValidationError
+
+from hearth.protocol.model.inert import Inert
+from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.protocol.wire.messages import ChatMessage, DeviceContext, Limits, PlanRequest, ToolSpec
+
+from .conversations import KeptTurn, labelled_history
+from .documents import Document, within_a_frame
+from .egress import Destination, Egress
+from .events import AskRequest
+from .labels import CLEAN, Labels
+
+APP_TOOL_RESULT = "a tool result the app handed in"
+INERT = Inert()  # the common templates' markers: every model here is read through one
+
+
+def document_labels(document: Document) -> Labels:
+    """An attached document: the owner's (private), written by anyone (untrusted)."""
+    return Labels(private=True, untrusted=frozenset({f"document:{document.name}"}))
+
+
+def given_labels(message: ChatMessage) -> Labels:
+    """A message an app keeps itself: a tool result it ran is untrusted input."""
+    return Labels(untrusted=frozenset({APP_TOOL_RESULT})) if message.role == "tool" else CLEAN
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """What a request's planner may read, labelled, per destination."""
+
+    text: str | None  # the request; None: the conversation ends with what to answer
+    history: dict[Destination, list[tuple[ChatMessage, Labels]]] = field(default_factory=dict)
+    documents: list[Document] = field(default_factory=list)
+
+    def earlier(self, destination: Destination) -> list[ChatMessage]:
+        """The earlier messages `destination`'s planner may read, inert."""
+        return [
+            m.model_copy(update={"content": INERT(m.content)})
+            for m, _ in self.history.get(destination, [])
+        ]
+
+    def conversation(self, destination: Destination) -> list[ChatMessage]:
+        """The messages for `destination`'s planner: the earlier ones, then the request."""
+        current = [] if self.text is None else [ChatMessage(role="user", content=self.text)]
+        return [*self.earlier(destination), *current]
+
+    def labels(self, destination: Destination, documents_sent: list[bool] | None = None) -> Labels:
+        """Everything `destination`'s planner reads, its labels joined: what its session
+        starts with (`documents_sent`: which documents go to it; the phone reads all)."""
+        sent = documents_sent if documents_sent is not None else [True] * len(self.documents)
+        read = [labels for _, labels in self.history.get(destination, [])]
+        read += [document_labels(d) for d, ok in zip(self.documents, sent, strict=False) if ok]
+        return reduce(Labels.__or__, read, CLEAN)
+
+    def local_text(self) -> str | None:
+        """The request for the phone's own model, the documents after it (inert)."""
+        if self.text is None or not self.documents:
+            return self.text
+        attached = (f"Attached {INERT(d.name)}:\n{INERT(d.text)}" for d in self.documents)
+        return "\n\n".join([self.text, *attached])
+
+    def plan_request(
+        self,
+        destination: Destination,
+        *,
+        request_id: str,
+        request: AskRequest,
+        tools: list[ToolSpec],
+        limits: Limits,
+        device: DeviceContext,
+        egress: Egress,
+        documents_sent: list[bool],
+    ) -> PlanRequest:
+        """The plan request to the home node or a friend's (`invalid_input` when it holds
+        more than a request may, or does not fit one frame)."""
+        documents = zip(self.documents, documents_sent, strict=False)
+        try:
+            planned = PlanRequest(
+                request_id=request_id,
+                tools=tools,
+                limits=limits,
+                conversation=self.conversation(destination),
+                device=device,
+                tool_choice=request.tool_choice,
+                thinking=request.thinking,
+                documents=[
+                    d.part().model_copy(update={"text": INERT(d.text)})
+                    for d, sent in documents
+                    if sent
+                ],
+            )
+        except ValidationError as exc:  # documents beyond the request's limits, say
+            problem = exc.errors(include_url=False, include_input=False)[0]
+            raise HearthError(ErrorCode.INVALID_INPUT, problem["msg"]) from None
+        return within_a_frame(egress.request(planned))  # before it is sent
+
+
+def build(
+    request: AskRequest,
+    turns: list[KeptTurn],
+    documents: list[Document],
+    egress: Egress,
+    *,
+    text: str | None,
+    max_turns: int,
+    max_chars: int,
+) -> Prompt:
+    """The prompt of `request` (`text`: what to answer; None: the conversation ends
+    with it): the app's own messages when it gives them, else the conversation's kept
+    `turns` as each destination may see them."""
+    history: dict[Destination, list[tuple[ChatMessage, Labels]]] = {}
+    for destination in Destination:
+        if request.history:
+            history[destination] = [(m, given_labels(m)) for m in request.history]
+        else:
+            history[destination] = labelled_history(
+                turns, egress, destination, max_turns=max_turns, max_chars=max_chars
+            )
+    return Prompt(text=text, history=history, documents=documents)
