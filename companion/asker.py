@@ -200,12 +200,22 @@ class Asker:
             request_id=turn.request_id,
             destination=where,
         )
+        limits = service.settings.limits
+        model = link.model if friend is None else None  # a friend's context is not known
+        tools, matched = remote_tools(service, turn.request.text)
+        tools = turn.prompt.offer(
+            tools,
+            matched,
+            n_ctx=model.n_ctx if model is not None else 0,
+            max_tokens=limits.max_tokens,
+            destination=where,
+        )
         request = turn.prompt.plan_request(
             where,
             request_id=turn.request_id,
             request=turn.request,
-            tools=remote_tools(service, turn.request.text),
-            limits=service.settings.limits,
+            tools=tools,
+            limits=limits,
             device=service.device(),
             egress=turn.executor.egress,
             documents_sent=sent,
@@ -230,9 +240,11 @@ def candidates(service: Service, text: str) -> list[ToolSpec]:
     return registry.specs(set(registry.candidates(text).matched))
 
 
-def remote_tools(service: Service, text: str) -> list[ToolSpec]:
+def remote_tools(service: Service, text: str) -> tuple[list[ToolSpec], frozenset[str]]:
     """The request's candidate tools among those the policy lets out (all of them
-    when the text points to none; the egress drops never-remote ones again)."""
+    when the text points to none; the egress drops never-remote ones again), and
+    those its words point to."""
     registry = service.registry
     allowed = set(registry.tools) - set(service.policy.never_remote_tools)
-    return registry.specs(set(registry.candidates(text, allowed).offered))
+    selection = registry.candidates(text, allowed)
+    return registry.specs(set(selection.offered)), selection.matched

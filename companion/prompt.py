@@ -30,6 +30,8 @@ from .events import AskRequest
 from .labels import CLEAN, Labels
 
 APP_TOOL_RESULT = "a tool result the app handed in"
+CHARS_PER_TOKEN = 3  # schemas and text: counted long (real tokenizers give 3.5 to 4)
+TEMPLATE_TOKENS = 512  # the chat template, the tool-call format, the system prompt
 INERT = Inert()  # the common templates' markers: every model here is read through one
 
 
@@ -70,6 +72,49 @@ class Prompt:
         read = [labels for _, labels in self.history.get(destination, [])]
         read += [document_labels(d) for d, ok in zip(self.documents, sent, strict=False) if ok]
         return reduce(Labels.__or__, read, CLEAN)
+
+    def offer(
+        self,
+        tools: list[ToolSpec],
+        matched: frozenset[str],
+        *,
+        n_ctx: int,
+        max_tokens: int,
+        destination: Destination,
+    ) -> list[ToolSpec]:
+        """`tools` ranked (those the request's words point to first) and cut to what fits
+        the planner's context of `n_ctx` tokens (0: unknown, none cut) beside the
+        conversation and the answer's `max_tokens`. `invalid_input`, naming the sizes,
+        when the conversation alone does not fit, or a tool the request points to does
+        not."""
+        if n_ctx <= 0:
+            return tools
+        asked = sum(_tokens(m.content) for m in self.conversation(destination))
+        used = asked + max_tokens + TEMPLATE_TOKENS
+        if used > n_ctx:
+            raise HearthError(
+                ErrorCode.INVALID_INPUT,
+                f"the request with its history is about {asked} tokens and the answer may take "
+                f"{max_tokens}; the planner's context holds {n_ctx} tokens: ask with less "
+                "history (a new conversation) or a shorter request",
+            )
+        ranked = sorted(tools, key=lambda t: t.function.name not in matched)  # stable
+        offered = []
+        for tool in ranked:
+            size = _tokens(tool.model_dump_json())
+            if used + size > n_ctx:
+                if tool.function.name in matched:
+                    raise HearthError(
+                        ErrorCode.INVALID_INPUT,
+                        f"the tools this request names do not fit the planner's context of "
+                        f"{n_ctx} tokens: {tool.function.name} is about {size} tokens, "
+                        f"{n_ctx - used} are left beside the request ({asked}) and its answer "
+                        f"({max_tokens})",
+                    )
+                break
+            offered.append(tool)
+            used += size
+        return offered
 
     def local_text(self) -> str | None:
         """The request for the phone's own model, the documents after it (inert)."""
@@ -112,6 +157,10 @@ class Prompt:
             problem = exc.errors(include_url=False, include_input=False)[0]
             raise HearthError(ErrorCode.INVALID_INPUT, problem["msg"]) from None
         return within_a_frame(egress.request(planned))  # before it is sent
+
+
+def _tokens(text: str) -> int:
+    return len(text) // CHARS_PER_TOKEN + 1
 
 
 def build(

@@ -72,3 +72,29 @@ def test_the_warm_model_answers_after_its_file_moves_until_it_reloads(
 
     with pytest.raises(Exception, match="no model file"):
         trio.run(cold)
+
+
+@pytest.mark.timeout(300)
+def test_the_link_learns_the_home_models_context_from_its_health_answer(
+    processes, tmp_path: Path, tiny_models
+) -> None:
+    """The budget the prompt builder cuts the tools to: the node's context, as its health
+    answer announces it on every connect (one-shot and kept links alike)."""
+    from hearth.companion.audit import AuditLog
+    from hearth.companion.link import NodeLink
+
+    from .nodes import pair, start_node
+
+    node = start_node(processes, tmp_path / "node", "--model", str(tiny_models[0]))
+    phone = tmp_path / "phone"
+    init_phone(phone, tiny_models[1])
+    pair(phone, node.invite())
+
+    async def learn() -> int:
+        async with NodeLink.running(phone, AuditLog(phone)) as link:
+            assert link.model is None
+            assert await link.ensure()
+            assert link.model is not None
+            return link.model.n_ctx
+
+    assert trio.run(learn) > 0

@@ -202,3 +202,54 @@ def test_a_turn_kept_before_labels_reads_as_the_strictest(tmp_path: Path) -> Non
     assert "Hello." not in answer.content and labels.untrusted
     store.append("c1", "again", AskResult(request_id="r2", answer="Hi."), set(), TurnLabels())
     assert len(Conversations(path).turns("c1")) == 2  # reopened: the column is there once
+
+
+def test_many_real_tool_schemas_are_ranked_and_cut_to_the_planners_context(
+    tmp_path: Path,
+) -> None:
+    """Every built-in tool and four real MCP servers' (all offered when the request names
+    none): cut to what a small context holds, the named ones first; a request that cannot
+    fit is `invalid_input` naming the sizes, before anything is sent."""
+    import tomllib
+
+    from hearth.companion.tools.builtin import register_builtin
+    from hearth.companion.tools.mcp import mounted, servers_of
+    from hearth.companion.tools.registry import Registry
+    from hearth.companion.tools.storage import PhoneData
+    from hearth.protocol.wire.errors import ErrorCode, HearthError
+
+    from .hostile.harness import mcp_config
+
+    world = tmp_path / "world"
+    world.mkdir()
+    config = tomllib.loads(mcp_config(("bank", "chat", "travel", "work"), world))
+    registry = Registry()
+    register_builtin(registry, PhoneData(tmp_path / "data"))
+
+    async def offers() -> None:
+        servers = servers_of(config["mcp"], str(tmp_path / "config.toml"))
+        async with mounted(servers, registry, tmp_path / "logs"):
+            every = registry.specs(set(registry.tools))
+            assert len(every) >= 40
+            prompt = build(AskRequest(text="hello"), [], [], Egress(Policy()), text="hello",
+                           max_turns=0, max_chars=0)  # fmt: skip
+            fit = {"max_tokens": 512, "destination": Destination.HOME}
+            assert prompt.offer(every, frozenset(), n_ctx=0, **fit) == every  # unknown
+            whole = sum(len(t.model_dump_json()) for t in every) // 3
+            assert prompt.offer(every, frozenset(), n_ctx=whole + 4096, **fit) == every
+            small = prompt.offer(every, frozenset(), n_ctx=2048, **fit)
+            assert 0 < len(small) < len(every)
+            assert sum(len(t.model_dump_json()) // 3 + 1 for t in small) <= 2048 - 512 - 512
+            named = frozenset({every[-1].function.name})
+            assert prompt.offer(every, named, n_ctx=2048, **fit)[0] == every[-1]  # ranked first
+            with pytest.raises(HearthError) as info:
+                prompt.offer(every, named, n_ctx=1100, **fit)
+            assert info.value.code is ErrorCode.INVALID_INPUT and "1100" in info.value.message
+            long = build(AskRequest(text="x"), [], [], Egress(Policy()), text="x" * 30_000,
+                         max_turns=0, max_chars=0)  # fmt: skip
+            with pytest.raises(HearthError) as info:
+                long.offer(every, frozenset(), n_ctx=8192, **fit)
+            assert info.value.code is ErrorCode.INVALID_INPUT
+            assert "10001 tokens" in info.value.message and "8192" in info.value.message
+
+    trio.run(offers)
