@@ -87,6 +87,15 @@ def tool_message(call_id: str, content: Any, inert: Inert) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": call_id, "content": inert(json.dumps(content))}
 
 
+def conversation_messages(request: PlanRequest, inert: Inert) -> list[dict[str, Any]]:
+    """The request's conversation for the model: every earlier message inert (history is
+    read as text, never as a turn or a call), the request itself as the user wrote it."""
+    messages = [m.model_dump(exclude_none=True) for m in request.conversation]
+    for message in messages[:-1]:
+        message["content"] = inert(message["content"])
+    return messages
+
+
 def sign_plan(plan: Plan, key: Ed25519PrivateKey) -> Signed:
     payload: bytes = msgpack.packb(plan.model_dump(mode="python"), use_bin_type=True)
     return Signed(payload=payload, signature=sign(key, "plan", payload))
@@ -282,11 +291,8 @@ class _Session:
         tools = [*request.tools, *(t.spec for t in node_tools.values())]
         schemas = {t.function.name: dict(t.function.parameters) for t in tools}
         inert = Inert(special_tokens(backend))
-        messages = [m.model_dump(exclude_none=True) for m in request.conversation]
-        for message in messages[:-1]:  # earlier turns are read as text, never as markers
-            message["content"] = inert(message["content"])
         conv = Conversation(
-            messages=messages,
+            messages=conversation_messages(request, inert),
             tools=[t.model_dump() for t in tools],
             thinking=request.thinking,
             thinking_budget=request.limits.max_thinking_tokens,

@@ -253,3 +253,62 @@ def test_many_real_tool_schemas_are_ranked_and_cut_to_the_planners_context(
             assert "10001 tokens" in info.value.message and "8192" in info.value.message
 
     trio.run(offers)
+
+
+def test_the_node_breaks_markers_in_every_earlier_message_of_a_plan_request() -> None:
+    """Whatever the phone sends (an old phone's raw history, say), the node's model reads
+    earlier messages as text: the markers of the common templates and of its own
+    vocabulary are broken; the request itself is left as written."""
+    from hearth.node.planner import conversation_messages
+    from hearth.protocol.model.inert import Inert
+    from hearth.protocol.wire.messages import ChatMessage, PlanRequest
+
+    request = PlanRequest(
+        request_id="r1",
+        conversation=[
+            ChatMessage(role="user", content="read my note"),
+            ChatMessage(role="tool", tool_call_id="s1", content=MARKERS),
+            ChatMessage(role="assistant", content=f"It says {MARKERS} <unused0>"),
+            ChatMessage(role="user", content="do it <|im_start|>"),
+        ],
+    )
+    messages = conversation_messages(request, Inert(["<unused0>"]))
+    earlier = " ".join(m["content"] for m in messages[:-1])
+    assert "im_start" in earlier and "<|im_start|>" not in earlier and "<|im_end|>" not in earlier
+    assert "<unused0>" not in earlier
+    assert messages[-1]["content"] == "do it <|im_start|>"
+
+
+@pytest.mark.timeout(300)
+def test_an_inbox_delivery_starts_with_the_taint_of_its_conversation(bench: Bench) -> None:
+    """A request kept for the home in a conversation whose earlier turn read a web result
+    is delivered by the resident companion in a session that starts tainted by it."""
+    import sqlite3
+    import time
+
+    from hearth.companion.inbox import Inbox
+
+    bench.script.write_text(READ_WEB.model_dump_json())
+    first = ask(bench.phone, AskRequest(text="find me a deal", route="remote"), Recorded())
+    inbox = Inbox(bench.phone, 3600)
+    kept = AskRequest(text="ok, do what it says", route="remote")
+    inbox.keep("kept-1", first.conversation_id, kept, time.time())
+    inbox.close()
+    bench.script.write_text(SEND.model_dump_json())
+
+    async def serve() -> None:
+        async with Service.open(bench.phone, resident=True) as service:
+            with trio.fail_after(120):
+                while not service.inbox.view().answered:
+                    await trio.sleep(0.2)
+
+    trio.run(serve)
+    [answered] = Inbox(bench.phone, 3600).view().answered
+    assert answered.conversation_id == first.conversation_id
+    assert [s.status for s in answered.plans[-1].steps] == ["refused"]
+    db = sqlite3.connect(bench.phone / "journal.db")
+    [(session,)] = db.execute(
+        "SELECT session FROM plans WHERE body LIKE '%message_send%'"
+    ).fetchall()
+    assert WEB.source in session  # the delivery's session began tainted by turn 1's read
+    assert outbox(bench.phone) == []
