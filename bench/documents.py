@@ -28,11 +28,12 @@ from rich.table import Table
 
 from hearth.companion.documents import read_document
 from hearth.companion.settings import DocumentLimits
-from hearth.node.backends import Conversation, LlamaCppBackend
+from hearth.node.backends import Conversation, GenerationSettings
+from hearth.node.backends.llamacpp import LlamaCppBackend
 from hearth.node.documents import DocumentReader, Reading
 from hearth.protocol.model.runtime import Sampling
 from hearth.protocol.model.tiny import make_tiny
-from hearth.protocol.wire.messages import Limits
+from hearth.protocol.wire.messages import ChatMessage, Limits
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent))
@@ -49,8 +50,8 @@ async def map_reduce(backend: LlamaCppBackend, doc_text: str, pages: int) -> Rea
     from hearth.protocol.wire.messages import DocumentPart
 
     reader = DocumentReader(backend, SAMPLING, anyio.Event(), _nothing)
-    question = [{"role": "user", "content": "Plan my trip from this itinerary."}]
-    room = reader.room(Limits(max_tokens=256), Conversation(messages=question, tools=[]), 1)
+    question = [ChatMessage(role="user", content="Plan my trip from this itinerary.")]
+    room = reader.room(Limits(max_tokens=256), Conversation(messages=question), 1)
     return await reader.read([DocumentPart(name="trip.pdf", pages=pages, text=doc_text)], room)
 
 
@@ -59,14 +60,13 @@ async def read_only(backend: LlamaCppBackend, doc_text: str) -> int:
     reader = DocumentReader(backend, SAMPLING, anyio.Event(), _nothing)
     evaluated = 0
     for chunk in reader._chunks(doc_text):
-        conv = Conversation(messages=[{"role": "user", "content": chunk}], tools=[])
+        conv = Conversation(messages=[ChatMessage(role="user", content=chunk)])
         result = await backend.generate(
             conv,
             grammar=None,
-            max_tokens=1,
+            settings=GenerationSettings(1, SAMPLING),
             on_text=_nothing,
             cancel=anyio.Event(),
-            sampling=SAMPLING,
         )
         evaluated += result.prompt_tokens
     return evaluated

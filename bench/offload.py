@@ -33,7 +33,8 @@ from rich.console import Console
 from rich.table import Table
 
 from hearth.companion.swarmkit import Processes, pair_in_process, start_node
-from hearth.node.backends import Conversation, LlamaCppBackend
+from hearth.node.backends import Conversation
+from hearth.node.backends.llamacpp import LlamaCppBackend
 from hearth.protocol.model.grammar import tool_grammar
 from hearth.protocol.model.runtime import Sampling, SessionMemory
 from hearth.protocol.model.tiny import make_tiny
@@ -197,8 +198,8 @@ class TokenLoop:
     def __init__(self, model: Path) -> None:
         self.backend = LlamaCppBackend(model, 4096)
         conv = Conversation(
-            messages=[{"role": "user", "content": PROMPT}],
-            tools=[t.model_dump() for t in TOOLS],
+            messages=[ChatMessage(role="user", content=PROMPT)],
+            tools=list(TOOLS),
         )
         self.prefix, self.text = self.backend._text_for(conv)
         self.grammar = tool_grammar(SCHEMAS, "required", max_calls=MAX_CALLS)

@@ -26,11 +26,12 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from hearth.node.backends import Conversation, OpenAIUpstream
+from hearth.node.backends import Conversation, GenerationSettings
+from hearth.node.backends.upstream import OpenAIUpstream
 from hearth.protocol.model.grammar import tool_grammar
-from hearth.protocol.model.runtime import Sampling
 from hearth.protocol.model.tiny import make_tiny
 from hearth.protocol.wire.errors import HearthError
+from hearth.protocol.wire.messages import ChatMessage, FunctionSpec, ToolSpec
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
 from tests.upstream_servers import ROOT, SERVERS, command, free_port, wait_serving
@@ -47,11 +48,8 @@ MAX_TOKENS = 128
 
 def conversation() -> Conversation:
     return Conversation(
-        messages=[{"role": "user", "content": "Note that we need milk and eggs"}],
-        tools=[
-            {"type": "function", "function": {"name": n, "description": "", "parameters": s}}
-            for n, s in SCHEMAS.items()
-        ],
+        messages=[ChatMessage(role="user", content="Note that we need milk and eggs")],
+        tools=[ToolSpec(function=FunctionSpec(name=n, parameters=s)) for n, s in SCHEMAS.items()],
     )
 
 
@@ -67,14 +65,13 @@ async def measure(url: str, runs: int) -> dict[str, list[float]]:
         await backend.generate(
             conversation(),
             grammar=grammar,
-            max_tokens=MAX_TOKENS,
+            settings=GenerationSettings(MAX_TOKENS),
             on_text=nothing,
             cancel=anyio.Event(),
-            sampling=Sampling(),
         )
 
     await through_backend()  # learns the server's style; warms its prompt cache
-    body = backend._body(conversation(), grammar, MAX_TOKENS, Sampling())
+    body = backend._body(conversation(), grammar, GenerationSettings(MAX_TOKENS))
     async with httpx.AsyncClient(timeout=600) as client:
 
         async def direct() -> None:
@@ -115,10 +112,9 @@ async def soak(url: str, requests: int, retries: Retries) -> tuple[int, int]:
             await backend.generate(
                 conversation(),
                 grammar=None,
-                max_tokens=4,
+                settings=GenerationSettings(4),
                 on_text=nothing,
                 cancel=anyio.Event(),
-                sampling=Sampling(),
             )
         except HearthError:
             errors += 1

@@ -19,6 +19,7 @@ from typing import Any
 
 from hearth.protocol.transport.keys import read_secret, write_secret
 
+from .formats import migrate
 from .journal import connect
 
 SCHEMA = """
@@ -62,7 +63,7 @@ class AuditLog:
             write_secret(key_path, secrets.token_bytes(32))
         self._key = read_secret(key_path)
         self.db = connect(home / "audit.db")
-        self.db.executescript(SCHEMA)
+        migrate(self.db, home / "audit.db", SCHEMA)
 
     def _mac(self, count: int, head: str) -> str:
         return hmac.new(self._key, f"{count}:{head}".encode(), hashlib.sha256).hexdigest()

@@ -41,6 +41,7 @@ T = TypeVar("T")
 
 CANCEL_GRACE_S = 0.5  # after Ctrl-C, for the node to hear "cancel" before the phone hangs up
 CANCEL_BOUND_S = 1.8  # after Ctrl-C, the most a request may take to end (the contract says 2 s)
+SERVE_LOG = Path("logs", "serve.log")  # `hearth serve`'s log under the home (rotated)
 TAMPERED = 11  # `hearth audit --verify`: the log was changed (1 stays `internal`, a bug)
 
 app = typer.Typer(help="Hearth companion: your phone's private assistant.", no_args_is_help=True)
@@ -58,8 +59,9 @@ HomeOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 
 
-def _home(home: Path | None) -> Path:
-    return resolve_home(home, "HEARTH_HOME", "hearth")
+def _home(home: Path | None, *, create: bool = False) -> Path:
+    """The home in force; made only by the commands that set one up (`create`)."""
+    return resolve_home(home, "HEARTH_HOME", "hearth", create=create)
 
 
 @app.command()
@@ -72,7 +74,7 @@ def init(
     from hearth.companion.config import init_phone
 
     with reporting(as_json):
-        directory = _home(home)
+        directory = _home(home, create=True)
         peer_id = init_phone(directory, model)
         payload = {"peer_id": peer_id, "home": str(directory), "model": str(model or "")}
         emit(as_json, payload, lambda: typer.echo(f"Phone identity {peer_id}\n  home: {directory}"))
@@ -349,12 +351,14 @@ def status(home: HomeOption = None, as_json: JsonOption = False) -> None:
                     "`hearth-node invite` on the home PC, then `hearth pair -` here."
                 )
                 return
-            table = Table("node", "name", "reachable", "latency ms", "model", "reason")
+            table = Table("node", "name", "reachable", "path", "latency ms", "model", "reason")
             for n in payload["nodes"]:  # names, models and reasons come from peers
+                path = "" if not n["reachable"] else f"via {n['relay']}" if n["relay"] else "direct"
                 table.add_row(
                     cell(n["peer_id"]),
                     cell(n["name"]),
                     "yes" if n["reachable"] else "no",
+                    cell(path),
                     cell(n["latency_ms"]),
                     cell((n["model"] or {}).get("name", "")),
                     cell(n["reason"]),
@@ -444,19 +448,14 @@ def chat(
     ] = "auto",
     home: HomeOption = None,
 ) -> None:
-    """A conversation in the terminal: type a request, Enter; Ctrl-D or /quit ends it."""
+    """A conversation in the terminal: type a request, Enter (/help lists the commands).
+    Ctrl-C stops an answer; a second Ctrl-C (exit 130), Ctrl-D or /quit leaves."""
     with reporting(False):
         import trio
 
         from hearth.companion.chat import converse
 
-        directory = _home(home)
-
-        async def talk(cancel: anyio.Event) -> bool:
-            await converse(directory, conversation, route, cancel)
-            return True
-
-        trio.run(until_interrupted, talk, False)
+        trio.run(converse, _home(home), conversation, route)
 
 
 @app.command()
@@ -470,16 +469,23 @@ def serve(
         typer.Option(help="Where to write {peer_id, api, socket} as JSON once serving."),
     ] = None,
     home: HomeOption = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug output too.")] = False,
 ) -> None:
     """The resident companion (warm model, kept link, companion.sock, local HTTP API).
-    SIGTERM stops it (exit 0), Ctrl-C too (130)."""
+    Logs one line per request to stderr and logs/serve.log under the home. SIGTERM stops
+    it (exit 0), Ctrl-C too (130)."""
     with reporting(False):
+        import logging
+
         import trio
 
         from hearth.companion.serve import exit_now
         from hearth.companion.serve import serve as run
+        from hearth.protocol.console import configure_logging
 
-        exit_now(trio.run(run, _home(home), api_port, ready_file))
+        directory = _home(home)
+        configure_logging(logging.DEBUG if verbose else logging.INFO, directory / SERVE_LOG)
+        exit_now(trio.run(run, directory, api_port, ready_file))
 
 
 @config_app.command("get")
@@ -548,7 +554,7 @@ def pull(
     from hearth.protocol.model.hub import pull as download
 
     with reporting(as_json):
-        path = download(name, quant.lower(), _home(home) / "models")
+        path = download(name, quant.lower(), _home(home, create=True) / "models")
         emit(as_json, {"path": str(path)}, lambda: typer.echo(str(path)))
 
 

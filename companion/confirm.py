@@ -1,7 +1,8 @@
 """Confirmations: one small interface, a terminal prompt, and `--yes`/`--no` for scripts.
 
 A confirmation that cannot be asked (no terminal) is a refusal, never a yes; `--yes`
-never covers a control argument that untrusted input could have chosen. What the
+never covers a control argument that untrusted input could have chosen, nor rerunning a
+step a crash interrupted whose effect cannot be checked. What the
 user is shown is plain text: planner, tool and web text is never interpreted as
 markup or terminal escapes, control characters are made visible, and a long value
 ends in "…(N more characters)" until the user answers `?` to see it whole. The
@@ -34,6 +35,12 @@ class Confirmation:
     tool: str = ""
     arguments: dict[str, Any] = field(default_factory=dict)
     tainted: dict[str, str] = field(default_factory=dict)  # control argument -> its source
+
+    @property
+    def covered_by_yes(self) -> bool:
+        """`--yes` never covers a control argument untrusted input could have chosen, nor
+        running again a step a crash interrupted (it may have happened: a person decides)."""
+        return not self.tainted and self.kind != "resume"
 
     def text(self, limit: int | None = SHOWN_CHARS) -> str:
         """The question as plain text; `limit=None` shows every value whole. Warnings
@@ -71,8 +78,8 @@ class Scripted:
     answer: bool | None
 
     async def confirm(self, request: Confirmation) -> bool:
-        if request.tainted:
-            return False  # --yes never covers a tainted control argument
+        if not request.covered_by_yes:
+            return False
         return bool(self.answer)
 
 
@@ -85,7 +92,7 @@ class Terminal:
 
     async def confirm(self, request: Confirmation) -> bool:
         self.asked.append(request)
-        if self.yes and not request.tainted:
+        if self.yes and request.covered_by_yes:
             return True
         if not sys.stdin.isatty():
             return False

@@ -12,7 +12,6 @@ characters, oldest turns dropped first.
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 import uuid
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import ChatMessage
 
 from .egress import REDACTED_ERROR, Destination, Egress, StepOutcome
+from .formats import migrate
 from .journal import connect
 from .labels import CLEAN, UNLABELLED, Labels
 from .results import (
@@ -50,7 +50,6 @@ CREATE TABLE IF NOT EXISTS turns (
 );
 CREATE INDEX IF NOT EXISTS turns_of ON turns (conversation_id, seq);
 """
-LABELS_COLUMN = "labels"  # added to databases made before labels: NULL there
 REDACTED_TEXT = f"[{REDACTED_ERROR}]"  # an earlier call or answer a destination may not see
 PlannedAt = Literal["phone", "home", "friend"]
 
@@ -83,17 +82,13 @@ class KeptTurn:
         )
 
 
+
 class Conversations:
     """Every conversation of one phone home."""
 
     def __init__(self, path: Path) -> None:
         self.db = connect(path)
-        self.db.executescript(SCHEMA)
-        try:  # a database made before labels gets the column, its turns NULL (unlabelled)
-            self.db.execute(f"ALTER TABLE turns ADD COLUMN {LABELS_COLUMN} TEXT")
-        except sqlite3.OperationalError as exc:
-            if "duplicate column" not in str(exc):
-                raise
+        migrate(self.db, path, SCHEMA)
 
     def for_request(self, conversation_id: str | None, continue_last: bool) -> str:
         """The conversation a request belongs to: the one named (which must exist), the
@@ -111,6 +106,14 @@ class Conversations:
                 return str(row[0])
         return uuid.uuid4().hex
 
+    def begin(self, conversation_id: str, request_id: str, text: str) -> None:
+        """Keep a request as it starts (`running`), so that it is in its conversation
+        whatever happens next: `append` fills it in, `failed` says why it ended without
+        an answer, and a companion killed meanwhile leaves it `interrupted`."""
+        with self.db:
+            self.db.execute("BEGIN")
+            self._insert(conversation_id, text, request_id, "running")
+
     def append(
         self,
         conversation_id: str,
@@ -119,43 +122,75 @@ class Conversations:
         private_steps: set[str],
         labels: TurnLabels | None = None,
     ) -> None:
-        """Keep one finished turn (the first one starts the conversation, titled by the
-        start of its request); `private_steps` are `plan_id/step_id` of steps whose
-        results are private to the phone; `labels` (None: unknown, the strictest)."""
-        now = time.time()
+        """Keep one finished turn, in the place `begin` kept for it if it did (the first
+        turn starts the conversation, titled by the start of its request);
+        `private_steps` are `plan_id/step_id` of steps whose results are private to the
+        phone; `labels` (None: unknown, the strictest)."""
         plans = json.dumps([p.model_dump(mode="json") for p in result.plans])
-        title = " ".join(text.split())[:TITLE_CHARS]
+        stored = None if labels is None else labels.model_dump_json()
+        filled = (result.route, result.planner, plans, result.answer, stored)
+        private = json.dumps(sorted(private_steps))
         with self.db:
             self.db.execute("BEGIN")
-            self.db.execute(
-                "INSERT OR IGNORE INTO conversations (id, title, created, updated)"
-                " VALUES (?, ?, ?, ?)",
-                (conversation_id, title, now, now),
+            done = self.db.execute(
+                "UPDATE turns SET route = ?, planner = ?, plans = ?, answer = ?, labels = ?,"
+                " private_steps = ?, state = 'answered' WHERE conversation_id = ?"
+                " AND request_id = ? AND state = 'running'",
+                (*filled, private, conversation_id, result.request_id),
             )
-            self.db.execute(
-                "INSERT INTO turns (conversation_id, request_id, text, route, planner, plans,"
-                " answer, private_steps, time, labels) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    conversation_id,
-                    result.request_id,
-                    text,
-                    result.route,
-                    result.planner,
-                    plans,
-                    result.answer,
-                    json.dumps(sorted(private_steps)),
-                    now,
-                    None if labels is None else labels.model_dump_json(),
-                ),
-            )
-            self.db.execute(
-                "UPDATE conversations SET updated = ? WHERE id = ?", (now, conversation_id)
-            )
+            if done.rowcount == 0:
+                self._insert(conversation_id, text, result.request_id, "answered", filled, private)
+            else:
+                self._touch(conversation_id)
+
+    def failed(self, request_id: str, error: str) -> None:
+        """A `begin`-kept request ended without an answer: `error` says why."""
+        self.db.execute(
+            "UPDATE turns SET state = 'failed', error = ?"
+            " WHERE request_id = ? AND state = 'running'",
+            (error, request_id),
+        )
+
+    def interrupted(self) -> int:
+        """Requests a stopped process left `running` (call only while no other process
+        asks: the resident companion, at start); how many."""
+        return self.db.execute(
+            "UPDATE turns SET state = 'interrupted',"
+            " error = 'the companion stopped before it was answered' WHERE state = 'running'"
+        ).rowcount
+
+    def _insert(
+        self,
+        conversation_id: str,
+        text: str,
+        request_id: str,
+        state: str,
+        filled: tuple[str, str | None, str, str, str | None] = ("", None, "[]", "", None),
+        private: str = "[]",
+    ) -> None:
+        now = time.time()
+        title = " ".join(text.split())[:TITLE_CHARS]
+        self.db.execute(
+            "INSERT OR IGNORE INTO conversations (id, title, created, updated) VALUES (?, ?, ?, ?)",
+            (conversation_id, title, now, now),
+        )
+        self.db.execute(
+            "INSERT INTO turns (conversation_id, request_id, text, route, planner, plans,"
+            " answer, labels, private_steps, time, state)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (conversation_id, request_id, text, *filled, private, now, state),
+        )
+        self._touch(conversation_id)
+
+    def _touch(self, conversation_id: str) -> None:
+        self.db.execute(
+            "UPDATE conversations SET updated = ? WHERE id = ?", (time.time(), conversation_id)
+        )
 
     def turns(self, conversation_id: str) -> list[KeptTurn]:
         """The conversation's turns, oldest first, each with its labels."""
         rows = self.db.execute(
-            "SELECT request_id, text, route, planner, plans, answer, time, labels"
+            "SELECT request_id, text, route, planner, plans, answer, time, state, error, labels"
             " FROM turns WHERE conversation_id = ? ORDER BY seq",
             (conversation_id,),
         )
@@ -169,10 +204,12 @@ class Conversations:
                     plans=[PlanView.model_validate(p) for p in json.loads(plans)],
                     answer=answer,
                     time=at,
+                    state=state,
+                    error=error,
                 ),
                 _labels(labels, route),
             )
-            for request_id, text, route, planner, plans, answer, at, labels in rows
+            for request_id, text, route, planner, plans, answer, at, state, error, labels in rows
         ]
 
     def summaries(self) -> ConversationsResult:
@@ -200,6 +237,26 @@ class Conversations:
             updated=summary.updated,
             turns=[turn.view for turn in self.turns(conversation_id)],
         )
+
+    def rename(self, conversation_id: str, title: str) -> ConversationSummary:
+        """Give the conversation a new title (its turns are kept)."""
+        with self.db:
+            self.db.execute(
+                "UPDATE conversations SET title = ? WHERE id = ?", (title, conversation_id)
+            )
+        summary = self._summary(conversation_id)
+        if summary is None:
+            raise HearthError(ErrorCode.INVALID_INPUT, f"no conversation {conversation_id!r}")
+        return summary
+
+    def delete(self, conversation_id: str) -> None:
+        """Forget the conversation and its turns."""
+        if self._summary(conversation_id) is None:
+            raise HearthError(ErrorCode.INVALID_INPUT, f"no conversation {conversation_id!r}")
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.execute("DELETE FROM turns WHERE conversation_id = ?", (conversation_id,))
+            self.db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
 
     def _summary(self, conversation_id: str) -> ConversationSummary | None:
         row = self.db.execute(
@@ -248,7 +305,8 @@ def labelled_history(
     redacted value keeps only its untrusted sources: that it was there)."""
     kept: list[list[tuple[ChatMessage, Labels]]] = []
     used = 0
-    for turn in reversed(turns[-max_turns:] if max_turns > 0 else []):
+    answered = [t for t in turns if t.view.state == "answered"]  # the others have no answer
+    for turn in reversed(answered[-max_turns:] if max_turns > 0 else []):
         messages = _messages(turn, egress, destination)
         size = sum(len(m.content) for m, _ in messages)
         if used + size > max_chars:

@@ -8,19 +8,27 @@ open-world calls may not carry private values out, reversible writes need one
 approval per plan, irreversible ones a confirmation per step).
 
 Every value carries labels (`labels.py`): a literal the planner wrote after the
-session saw untrusted input (or any literal of a friend's planner) is untrusted (an
-object's keys and the part of a result a `$ref` path picks are literals too); a
-`$ref` carries the labels of the result it names; a result or an error carries the
-labels of the arguments that produced it and of its tool. A tainted control
-argument of a sensitive tool forces a confirmation naming its sources. What leaves
-the phone passes the egress (`egress.py`). Every step is journaled before and after,
-with its labels, and every decision is audited.
+session saw untrusted input (or any literal of a friend's planner) is untrusted, unless
+it is the user's own words (`intent.py`); a plan's literals are judged by what the
+session had seen when the plan arrived (its steps are all written before any runs). An
+object's keys and the part of a result a `$ref` path picks are literals too. A `$ref`
+carries the labels of the result it names; a `$ref` selection (`where`, `select`,
+`pick`) picks an entry of a listing on the phone, and a key field of the owner's own
+data selected by trusted criteria is not steered by the listing's labels. A result or
+an error carries the labels of the arguments that produced it and of its tool. A
+tainted control argument of a sensitive tool, or untrusted text in the content of a
+write planned after untrusted input, forces a confirmation naming its sources. What
+leaves the phone passes the egress (`egress.py`). Every step is journaled before and
+after, with its labels, and every decision is audited.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import time
+import unicodedata
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import reduce
@@ -34,11 +42,14 @@ from hearth.protocol.wire.messages import Limits, Observation, Plan, PlanStep
 from .audit import AuditLog, AuditRecord, args_hash
 from .confirm import Confirmation, Confirmer
 from .egress import Destination, Egress, Policy, StepOutcome
+from .intent import Intent, free_text, named
 from .journal import Journal, SessionRecord
 from .labels import CLEAN, Labels
 from .tools.registry import BUILTIN, Registry, Tier, Tool, ToolContext
 
 FRIEND = "a friend's planner"
+CONTACTS = "contacts_search"  # the phone's own contacts, for the contacts a request names
+MAX_CONTACT_WORDS = 32  # words of a request looked up in the contacts
 OnStep = Callable[[Plan, PlanStep, StepOutcome | None], Awaitable[None]]
 """Told of each step as it starts (outcome None) and as it ends (a service's events)."""
 
@@ -46,12 +57,15 @@ OnStep = Callable[[Plan, PlanStep, StepOutcome | None], Awaitable[None]]
 @dataclass
 class SessionState:
     """One plan session: the untrusted sources it has seen (then planner-written
-    literals count as tainted), and the limits the phone asked for, if any."""
+    literals count as tainted), the limits the phone asked for, if any, and the user's
+    own request (a value from it is the user's intent: see `intent.py`)."""
 
     tainted_by: set[str] = field(default_factory=set)
     limits: Limits | None = None
     started: float = field(default_factory=time.monotonic)
     steps_planned: int = 0
+    request: str = ""
+    intent: Intent | None = None  # the request with the contact entries it names, once looked up
 
 
 @dataclass
@@ -65,6 +79,13 @@ class PlanRun:
     results: dict[str, tuple[Any, Labels]] = field(default_factory=dict)
     approved: bool = False  # the plan's reversible writes were approved
     resumed_from: float | None = None  # resumed: when (wall clock) the plan was accepted
+    planned: frozenset[str] = frozenset()  # the session's taint when the plan was written
+    tools: dict[str, Tool] = field(default_factory=dict)  # of the steps run, by step id
+
+    def __post_init__(self) -> None:
+        # every literal of a plan was written before any of its steps ran: the planner
+        # read no more than the session had seen (and the plan says it read)
+        self.planned = frozenset(self.session.tainted_by)
 
     def lapsed(self) -> str | None:
         """Why a resumed plan may start no more tools: it expired, or the clock is
@@ -80,54 +101,200 @@ class PlanRun:
 
     def literal_labels(self) -> Labels:
         """The labels of a value the planner wrote itself."""
-        sources = set(self.session.tainted_by) | ({FRIEND} if self.friend else set())
+        sources = set(self.planned) | ({FRIEND} if self.friend else set())
         return Labels(untrusted=frozenset(sources))
+
+    def wrote_after_untrusted(self, gathered: Gathered) -> bool:
+        """Whether the planner wrote (or picked) part of a value once it could have been
+        steered: after untrusted input, or as a friend's planner. The user's own words
+        are the user's, not the planner's."""
+        if not (self.friend or self.planned):
+            return False
+        return gathered.choice or not all(self.intent.says(v) for v in gathered.literals)
+
+    def wrote_text_after_untrusted(self, gathered: Gathered) -> bool:
+        """Whether the planner wrote text (`free_text`) into a content argument once it
+        could have been steered, other than the user's own words."""
+        if not (self.friend or self.planned):
+            return False
+        return any(
+            free_text(v) and not self.intent.says(v, content=True) for v in gathered.literals
+        )
+
+    @property
+    def intent(self) -> Intent:
+        return self.session.intent or Intent(self.session.request)
 
 
 @dataclass
 class Gathered:
-    """What resolving one argument found: the labels of its `$ref`s, and whether the
-    planner wrote any literal into it."""
+    """What resolving one argument found: the labels its `$ref`s carry (what the value
+    holds), the untrusted sources that may have chosen it (`steered`: a `$ref` to
+    untrusted data, unless the phone selected it by trusted criteria), the literals the
+    planner wrote into it, and whether it picked a part of a result (`choice`)."""
 
     labels: Labels = CLEAN
-    literal: bool = False
+    steered: set[str] = field(default_factory=set)
+    literals: list[Any] = field(default_factory=list)
+    choice: bool = False
+    origins: list[str] = field(default_factory=list)  # where selected values came from
+
+    @property
+    def literal(self) -> bool:
+        return self.choice or bool(self.literals)
+
+
+SELECTION = ("$ref", "where", "select", "pick")
+PICKS = ("only", "first", "last")
+MAX_CRITERIA = 8
+MAX_JSON_TEXT = 1 << 20  # characters of a result's JSON text a `$ref` may look into
+
+
+def _rejected(step: PlanStep, message: str) -> HearthError:
+    return HearthError(ErrorCode.PLAN_REJECTED, f"{step.id}: {message}")
 
 
 def _resolve(value: Any, step: PlanStep, run: PlanRun, into: Gathered) -> Any:
-    """Replace `{"$ref": "s1.result.a.0"}` with the value it names, gathering labels."""
+    """Replace each `$ref` (a plain one, `{"$ref": "s1.result.a.0"}`, or a selection,
+    see `_select`) with the value it names, gathering labels; collect literals."""
     if isinstance(value, dict):
-        if set(value) == {"$ref"} and isinstance(value["$ref"], str):
-            ref = value["$ref"]
-            source, _, path = ref.partition(".")
-            if source not in step.depends_on:
-                raise HearthError(
-                    ErrorCode.PLAN_REJECTED,
-                    f"{step.id}: $ref to {source!r}, which it does not depend on",
-                )
-            if source not in run.results:
-                raise HearthError(ErrorCode.PLAN_REJECTED, f"{step.id}: {source} has no result")
-            current, source_labels = run.results[source]
-            into.labels |= source_labels  # before walking: "names nothing" is derived too
-            parts = path.split(".") if path else []
-            if not parts or parts[0] != "result":
-                raise HearthError(
-                    ErrorCode.PLAN_REJECTED, f"{step.id}: $ref must start with '<step>.result'"
-                )
-            into.literal |= len(parts) > 1  # which part it picks is the planner's choice
-            for part in parts[1:]:
-                try:
-                    current = current[int(part)] if isinstance(current, list) else current[part]
-                except (KeyError, IndexError, ValueError, TypeError) as exc:
-                    raise HearthError(
-                        ErrorCode.PLAN_REJECTED, f"{step.id}: a $ref names nothing"
-                    ) from exc
-            return current
-        into.literal |= bool(value)  # its keys are text the planner wrote
+        if "$ref" in value:
+            return _reference(value, step, run, into)
+        into.literals += list(value)  # its keys are text the planner wrote
         return {k: _resolve(v, step, run, into) for k, v in value.items()}
     if isinstance(value, list):
         return [_resolve(v, step, run, into) for v in value]
-    into.literal = True
+    into.literals.append(value)
     return value
+
+
+def _source(ref: Any, step: PlanStep, run: PlanRun) -> tuple[str, list[str]]:
+    """The step a `$ref` names (it must depend on it, and it must have a result) and
+    the path after `<step>.result`."""
+    if not isinstance(ref, str):
+        raise _rejected(step, "a $ref must be a string")
+    source, _, path = ref.partition(".")
+    if source not in step.depends_on:
+        raise _rejected(step, f"$ref to {source!r}, which it does not depend on")
+    if source not in run.results:
+        raise _rejected(step, f"{source} has no result")
+    parts = path.split(".") if path else []
+    if not parts or parts[0] != "result":
+        raise _rejected(step, "$ref must start with '<step>.result'")
+    return source, parts[1:]
+
+
+def _walk(current: Any, parts: list[str], step: PlanStep, into: Gathered | None = None) -> Any:
+    """The part of a result a path names; a string holding JSON is looked into as the
+    value it holds (an MCP tool's result is often JSON text). A position in a list of
+    more than one element is a choice (`into.choice`); the only element is none."""
+    for part in parts:
+        current = _decoded(current)
+        if into is not None and isinstance(current, list) and len(current) > 1:
+            into.choice = True
+        try:
+            current = current[int(part)] if isinstance(current, list) else current[part]
+        except (KeyError, IndexError, ValueError, TypeError) as exc:
+            raise _rejected(step, "a $ref names nothing") from exc
+    return current
+
+
+def _decoded(value: Any) -> Any:
+    if isinstance(value, str) and len(value) <= MAX_JSON_TEXT and value[:1] in ("[", "{"):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _reference(value: dict[str, Any], step: PlanStep, run: PlanRun, into: Gathered) -> Any:
+    if not set(value) <= set(SELECTION):
+        raise _rejected(step, "a $ref may have only where, select and pick beside it")
+    source, parts = _source(value["$ref"], step, run)
+    current, source_labels = run.results[source]
+    into.labels |= source_labels  # before walking: "names nothing" is derived too
+    if set(value) == {"$ref"}:
+        into.steered |= source_labels.untrusted
+        into.choice |= bool(parts)  # which part it picks is the planner's choice
+        return _walk(current, parts, step)
+    if "where" not in value:
+        raise _rejected(step, "a $ref selection needs where")
+    listing = _decoded(_walk(current, parts, step, into))  # a position may be a choice
+    if not isinstance(listing, list):
+        raise _rejected(step, "a $ref selection must name a list")
+    criteria = Gathered()
+    where = _criteria(value["where"], step, run, criteria)
+    pick = value.get("pick", "only")
+    if pick not in PICKS:
+        raise _rejected(step, f"pick must be one of {', '.join(PICKS)}")
+    chosen = [e for e in listing if all(_field(e, k) == v for k, v in where.items())]
+    if not chosen:
+        raise _rejected(step, "a $ref selection selects nothing")
+    if len(chosen) > 1 and pick == "only":
+        raise _rejected(step, f"a $ref selection selects {len(chosen)} elements; pick one")
+    element = chosen[-1] if pick == "last" else chosen[0]
+    select = value.get("select")
+    if select is not None and not (isinstance(select, str) and select):
+        raise _rejected(step, "select must be a field name (a dotted path)")
+    picked = element if select is None else _walk(element, select.split("."), step)
+    into.labels |= criteria.labels
+    tool = run.tools.get(source)
+    trusted = (
+        tool is not None
+        and not tool.annotations.open_world  # the owner's own data, not the web's
+        and select in tool.key_fields
+        and not criteria.steered
+        and not run.wrote_after_untrusted(criteria)
+    )
+    if trusted:
+        assert tool is not None and select is not None
+        into.origins.append(
+            f"{select} of the {tool.name} entry ({source}) whose {', '.join(sorted(where))} "
+            "the request named"
+        )
+    else:
+        into.steered |= source_labels.untrusted | criteria.steered
+        into.literals += criteria.literals
+        into.choice |= criteria.choice
+    return picked
+
+
+def _criteria(where: Any, step: PlanStep, run: PlanRun, into: Gathered) -> dict[str, Any]:
+    """A selection's `where`: field paths to the values they must equal (a JSON scalar,
+    or a `$ref` to one: plain, or a selection, whose trust the criterion then has);
+    strings compare NFC-normalised, case and all."""
+    if not isinstance(where, dict) or not 1 <= len(where) <= MAX_CRITERIA:
+        raise _rejected(step, f"where must map 1 to {MAX_CRITERIA} fields to values")
+    out = {}
+    for key, wanted in where.items():
+        if not key or len(key) > 200:
+            raise _rejected(step, "where: a field name must be 1 to 200 characters")
+        if isinstance(wanted, dict) and "$ref" in wanted:  # a plain $ref or a selection
+            wanted = _reference(wanted, step, run, into)
+        elif isinstance(wanted, str | int | float | bool):
+            into.literals.append(wanted)
+        else:
+            raise _rejected(step, "where: a value must be a string, number, boolean or $ref")
+        if not isinstance(wanted, str | int | float | bool):
+            raise _rejected(step, "where: a $ref must name a string, number or boolean")
+        out[key] = _normal(wanted)
+    return out
+
+
+def _field(element: Any, path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(element, dict) or part not in element:
+            return _MISSING
+        element = element[part]
+    return _normal(element)
+
+
+_MISSING = object()
+
+
+def _normal(value: Any) -> Any:
+    return unicodedata.normalize("NFC", value) if isinstance(value, str) else value
 
 
 def check_structure(plan: Plan) -> None:
@@ -177,7 +344,11 @@ def _tool_labels(tool: Tool) -> Labels:
     """What a tool adds to whatever it returns."""
     where = "" if tool.source == BUILTIN else f" ({tool.source})"
     untrusted = {f"{tool.name} result{where}"} if tool.untrusted_results else set()
-    return Labels(private=tool.private, untrusted=frozenset(untrusted))
+    return Labels(
+        private=tool.private,
+        untrusted=frozenset(untrusted),
+        private_from=frozenset({tool.source} if tool.private else ()),
+    )
 
 
 class Executor:
@@ -196,6 +367,7 @@ class Executor:
         self.audit = audit
         self.confirmer = confirmer
         self.egress = Egress(policy or Policy())
+        self.not_rerun: list[str] = []  # tools of interrupted steps `resume` did not rerun
 
     async def execute(
         self,
@@ -236,6 +408,7 @@ class Executor:
             raise
         state.steps_planned += len(plan.steps)
         state.tainted_by |= {f"{s.tool} ({s.source})" for s in plan.untrusted_inputs}
+        await self._know_intent(state)
         run = PlanRun(plan, state, friend, remote)
         try:
             check_structure(plan)
@@ -283,6 +456,8 @@ class Executor:
                         run.results[step.id] = (record.result, record.labels)
                         tool = self.registry.tools.get(step.tool)
                         run.approved |= bool(tool and tool.tier is Tier.REVERSIBLE)
+                        if tool is not None:
+                            run.tools[step.id] = tool
                     continue
                 if (lapsed := run.lapsed()) is not None:
                     cut = "interrupted (it may or may not have happened); " if record else ""
@@ -313,6 +488,7 @@ class Executor:
             plan.plan_id, step.id, "refused", error="interrupted; not rerun", tool=step.tool
         )
         self._audit(plan, step.id, dict(step.arguments), "declined", "interrupted", "refused")
+        self.not_rerun.append(step.tool)
         return False
 
     async def _step(self, run: PlanRun, step: PlanStep) -> StepOutcome:
@@ -323,6 +499,7 @@ class Executor:
         args: dict[str, Any] = dict(step.arguments)
         try:
             tool = self.registry.get(step.tool)
+            run.tools[step.id] = tool
             if run.remote and tool.name in self.egress.policy.never_remote_tools:
                 raise HearthError(
                     ErrorCode.PLAN_REJECTED,
@@ -334,15 +511,15 @@ class Executor:
             # off the event loop: a server's schema may take up to the validation deadline
             args = await anyio.to_thread.run_sync(tool.validate, resolved)
             arg_labels = {
-                name: g.labels | (run.literal_labels() if g.literal else CLEAN)
+                name: g.labels | (run.literal_labels() if run.wrote_after_untrusted(g) else CLEAN)
                 for name, g in gathered.items()
             }
             labels = reduce(Labels.__or__, arg_labels.values(), CLEAN)
             if tool.annotations.open_world:
-                self.egress.tool_call(tool.name, labels)
+                self.egress.tool_call(tool.name, self._outgoing(tool, step, gathered))
             tier = tool.tier_for(args)
             decision = await self._decide(
-                run, step, tool, tier, args, self._tainted(tool, run, gathered)
+                run, step, tool, tier, args, self._tainted(tool, tier, run, gathered)
             )
         except HearthError as exc:
             # the refusal is derived from the arguments as far as they were resolved
@@ -354,31 +531,81 @@ class Executor:
             return self._outcome(run, StepOutcome(step.id, "refused", labels, error=exc.message))
         return await self._run(run, step, tool, tier, args, labels, decision)
 
+    @staticmethod
+    def _outgoing(tool: Tool, step: PlanStep, gathered: dict[str, Gathered]) -> Labels:
+        """The labels of what an open-world call carries out. An argument that is, whole,
+        a key field the phone selected from this same server's listing by trusted
+        criteria (a booking's id) goes back to the server that listed it: it learns
+        nothing it did not hold. Every other private value stays private."""
+        out = CLEAN
+        for name, g in gathered.items():
+            raw = step.arguments.get(name)
+            whole_key = isinstance(raw, dict) and "where" in raw and bool(g.origins)
+            returned = whole_key and tool.source != BUILTIN
+            out |= g.labels.returned_to(tool.source) if returned else g.labels
+        return out
+
     def _skip(self, plan: Plan, step: PlanStep, reason: str) -> StepOutcome:
         self.journal.finished(
             plan.plan_id, step.id, "skipped", error=reason, tool=step.tool, labels=CLEAN
         )
         return StepOutcome(step.id, "skipped", CLEAN, error=reason)
 
-    def _tainted(self, tool: Tool, run: PlanRun, gathered: dict[str, Gathered]) -> dict[str, str]:
-        """Control arguments untrusted input could have chosen, each with its sources."""
-        if not tool.sensitive:
-            return {}
+    def _tainted(
+        self, tool: Tool, tier: Tier, run: PlanRun, gathered: dict[str, Gathered]
+    ) -> dict[str, str]:
+        """Arguments untrusted input could have chosen, each with its sources: control
+        arguments of a sensitive tool, and the content of a write planned after untrusted
+        input that carries untrusted text."""
         tainted: dict[str, str] = {}
-        for arg in sorted(tool.control_args & set(gathered)):
-            reasons = []
-            if gathered[arg].labels.untrusted:
-                reasons.append("from " + gathered[arg].labels.sources())
-            if gathered[arg].literal and run.friend:
-                reasons.append(f"written by {FRIEND}")
-            elif gathered[arg].literal and run.session.tainted_by:
-                reasons.append(
-                    "written by the planner after it read "
-                    + ", ".join(sorted(run.session.tainted_by))
-                )
-            if reasons:
-                tainted[arg] = "; ".join(reasons)
+        if tool.sensitive:
+            for arg in sorted(tool.control_args & set(gathered)):
+                if steered := self._steered(run, gathered[arg]):
+                    tainted[arg] = steered
+        writes = tier in (Tier.REVERSIBLE, Tier.IRREVERSIBLE)
+        if writes and (run.planned or run.friend):
+            for arg in sorted(set(gathered) - tool.control_args):
+                g = gathered[arg]
+                reasons: list[str] = []
+                if g.labels.untrusted:
+                    reasons.append("holds text from " + g.labels.sources())
+                if run.wrote_text_after_untrusted(g):
+                    reasons.append(self._writer(run))
+                if reasons:
+                    tainted[arg] = "content " + "; ".join(reasons)
         return tainted
+
+    def _steered(self, run: PlanRun, g: Gathered) -> str:
+        reasons = []
+        if g.steered:
+            reasons.append("from " + ", ".join(sorted(g.steered)))
+        if run.wrote_after_untrusted(g):
+            reasons.append(self._writer(run))
+        return "; ".join(reasons)
+
+    @staticmethod
+    def _writer(run: PlanRun) -> str:
+        if run.friend:
+            return f"written by {FRIEND}"
+        return "written by the planner after it read " + ", ".join(sorted(run.planned))
+
+    async def _know_intent(self, state: SessionState) -> None:
+        """The session's `Intent`: the request, and the phone numbers and e-mail addresses
+        of the contacts it names, from the phone's own contacts (looked up once)."""
+        if state.intent is not None and state.intent.request == state.request:
+            return
+        entries: set[str] = set()
+        lookup = self.registry.tools.get(CONTACTS)
+        if state.request and lookup is not None and lookup.source == BUILTIN:
+            found: dict[str, dict[str, Any]] = {}
+            words = {w for w in re.findall(r"\w{3,}", state.request)}
+            for word in sorted(words)[:MAX_CONTACT_WORDS]:
+                with contextlib.suppress(Exception):  # no contacts: no entries
+                    for entry in await lookup.run({"query": word}, ToolContext("intent")):
+                        found[entry["name"]] = entry
+            for name in named(state.request, found):
+                entries |= {*found[name].get("phone", []), *found[name].get("email", [])}
+        state.intent = Intent(state.request, frozenset(e for e in entries if isinstance(e, str)))
 
     async def _decide(
         self,
@@ -416,7 +643,7 @@ class Executor:
         if ask is None:
             return "run"
         if not await self.confirmer.confirm(ask):
-            reason = "declined" if not tainted else "declined (untrusted control argument)"
+            reason = "declined" if not tainted else "declined (untrusted argument)"
             raise HearthError(ErrorCode.PLAN_REJECTED, f"{step.id}: confirmation {reason}")
         run.approved |= ask.kind == "plan"
         return "confirmed"

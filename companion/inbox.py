@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
 from .events import AskRequest
+from .formats import migrate
 from .journal import connect
 from .results import AskResult
 
@@ -119,7 +120,7 @@ class Inbox:
 
     def __init__(self, home: Path, max_age_s: float) -> None:
         self.db = connect(home / INBOX_FILE)
-        self.db.executescript(SCHEMA)
+        migrate(self.db, home / INBOX_FILE, SCHEMA)
         self.lock_path = home / LOCK_FILE
         self.max_age_s = max_age_s
         self.delivering = anyio.Lock()  # one delivery at a time keeps the order

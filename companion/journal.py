@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
+from .formats import migrate
 from .labels import UNLABELLED, Labels
 
 SCHEMA = """
@@ -38,10 +39,6 @@ CREATE TABLE IF NOT EXISTS steps (
     PRIMARY KEY (plan_id, step_id)
 );
 """
-LABEL_COLUMNS = {  # added to journals made before labels; their defaults are the strictest
-    "plans": ("session", "{}"),
-    "steps": ("labels", UNLABELLED.model_dump_json()),
-}
 
 
 class SessionRecord(BaseModel):
@@ -87,13 +84,7 @@ class Journal:
 
     def __init__(self, path: Path) -> None:
         self.db = connect(path)
-        self.db.executescript(SCHEMA)
-        for table, (column, default) in LABEL_COLUMNS.items():
-            columns = {row[1] for row in self.db.execute(f"PRAGMA table_info({table})")}
-            if column not in columns:
-                self.db.execute(
-                    f"ALTER TABLE {table} ADD COLUMN {column} TEXT NOT NULL DEFAULT '{default}'"
-                )
+        migrate(self.db, path, SCHEMA)  # the label columns came as steps (formats.py)
 
     def accept(
         self, plan_id: str, signer: str, request_id: str, body: str, session: SessionRecord

@@ -100,4 +100,5 @@ async def answer_locally(
         plans=(plan_view(result.plan, ran.observations),),
         labels=answered.labels | ran.read,
         steps=tuple(ran.steps.items()),
+        untrusted_sources=ran.tainted_by,
     )

@@ -49,6 +49,7 @@ class Answered:
     input: Labels = CLEAN  # of what its planner read before it planned
     labels: Labels = CLEAN  # of everything its planner read: the answer's labels
     steps: tuple[tuple[str, Labels], ...] = ()  # each step's labels, by "plan_id/step_id"
+    untrusted_sources: frozenset[str] = frozenset()  # what its plan sessions had read
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,7 @@ def ask_result(asked: Asked, answered: Answered, thinking: bool, total_ms: float
         documents=list(answered.documents),
         thinking=answered.thinking if thinking else None,
         confidence=answered.confidence,
+        untrusted_sources=sorted(answered.untrusted_sources),
         timings={
             **{k: v for k, v in timings.items() if v is not None},
             "total_ms": total_ms,

@@ -135,6 +135,7 @@ async def answer_remotely(
     where = Destination.HOME if friend is None else Destination.FRIEND
     read = start = turn.prompt.labels(where, documents_sent)
     steps: dict[str, Labels] = {}
+    sources: set[str] = set()
 
     async def run(plan: Plan, state: SessionState) -> list[Observation]:
         nonlocal read
@@ -148,6 +149,7 @@ async def answer_remotely(
         observed[plan.plan_id] = ran.observations
         read |= ran.read
         steps.update(ran.steps)
+        sources.update(ran.tainted_by)
         return ran.observations
 
     session = await plan_session(link, turn, request, run, friend, documents_sent)
@@ -164,4 +166,5 @@ async def answer_remotely(
         input=start,
         labels=read | Labels(untrusted=session.tainted_by),
         steps=tuple(steps.items()),
+        untrusted_sources=frozenset(sources),
     )

@@ -83,6 +83,9 @@ class AskResult(Result):
     warnings: list[WarningView] = Field(default_factory=list)
     thinking: str | None = None
     confidence: float | None = None
+    untrusted_sources: list[str] = Field(default_factory=list)
+    """The untrusted input the planner read before it wrote the answer (web results, files,
+    messages, MCP results, a friend's plans): the answer may repeat what they said."""
 
     @model_serializer(mode="wrap")
     def _optional_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -100,6 +103,8 @@ class AskResult(Result):
 class NodeStatus(Result):
     peer_id: str
     name: str = ""
+    roles: list[str] = Field(default_factory=list)  # "home" for the home node, "planner"
+    relay: str | None = None  # reachable through this relay (its name); None: directly
     reachable: bool = False
     reason: str = ""
     latency_ms: float | None = None
@@ -182,6 +187,8 @@ class TurnView(Result):
     plans: list[PlanView] = Field(default_factory=list)
     answer: str = ""
     time: float
+    state: Literal["running", "answered", "failed", "interrupted"] = "answered"
+    error: str | None = None  # why a failed or interrupted request has no answer
 
 
 class ConversationDetail(Result):

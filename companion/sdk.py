@@ -88,12 +88,16 @@ def app_tool(
     *,
     tier: Tier,
     private: bool,
-    control_args: Iterable[str],
+    control_args: Iterable[str] | None,
     description: str | None,
     annotations: Annotations | None,
-    untrusted_results: bool,
+    untrusted_results: bool | None,
+    key_fields: Iterable[str] = (),
 ) -> Tool:
-    """`fn` (async or not; keyword arguments with type hints) as a registry `Tool`."""
+    """`fn` (async or not; keyword arguments with type hints) as a registry `Tool`, strict
+    where the app says nothing (as MCP tools are): an open-world tool's results are
+    untrusted, and every argument of a write or of an open-world tool is a control
+    argument."""
     name = fn.__name__
     for param in inspect.signature(fn).parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
@@ -101,6 +105,11 @@ def app_tool(
         if param.annotation is inspect.Parameter.empty:
             raise TypeError(f"tool {name}: {param.name} needs a type hint (it makes the schema)")
     model = args_model_of(fn, name, takes_ctx=False)
+    hints = annotations or TIER_ANNOTATIONS[tier]
+    open_world = hints.open_world or tier is Tier.OPEN_WORLD_READ
+    if control_args is None:
+        strict = open_world or tier in (Tier.REVERSIBLE, Tier.IRREVERSIBLE)
+        control_args = model.model_fields if strict else ()
     control = frozenset(control_args)
     if unknown := control - set(model.model_fields):
         raise TypeError(f"tool {name}: no parameter {', '.join(sorted(unknown))}")
@@ -121,12 +130,13 @@ def app_tool(
         description=description or inspect.getdoc(fn) or "",
         handler=handler,
         tier=tier,
-        annotations=annotations or TIER_ANNOTATIONS[tier],
+        annotations=hints,
         control_args=control,
         private=private,
         args_model=model,
         source=APP,
-        untrusted_results=untrusted_results,
+        untrusted_results=open_world if untrusted_results is None else untrusted_results,
+        key_fields=frozenset(key_fields),
     )
 
 
@@ -207,7 +217,9 @@ class Companion:
     else the platform's data directory), opened with `async with`."""
 
     def __init__(self, home: Path | str | None = None, *, resident: bool = True) -> None:
-        self.home = resolve_home(Path(home) if home is not None else None, "HEARTH_HOME", "hearth")
+        self.home = resolve_home(
+            Path(home) if home is not None else None, "HEARTH_HOME", "hearth", create=True
+        )
         self.resident = resident  # keep the link to the home node up and the model warm
         self._tools: list[Tool] = []
         self._service: Service | None = None
@@ -249,17 +261,23 @@ class Companion:
         *,
         tier: Tier | Literal["read-only", "open-world-read", "reversible-write", "irreversible"],
         private: bool = False,
-        control_args: Iterable[str] = (),
+        control_args: Iterable[str] | None = None,
         description: str | None = None,
         annotations: Annotations | None = None,
-        untrusted_results: bool = False,
+        untrusted_results: bool | None = None,
+        key_fields: Iterable[str] = (),
     ) -> Callable[[F], F]:
         """Register an app function as a tool of the phone. Its keyword parameters, with
         their type hints, make its schema; `control_args` name those that choose where an
         action goes (recipient, URL, path, amount): a value untrusted input could have
         chosen there is confirmed, never covered by a blanket yes. `private` results
         never leave the phone unless the owner's policy says so; `untrusted_results`
-        marks what the tool returns as written by others (a web page, a message)."""
+        marks what the tool returns as written by others (a web page, a message).
+        Strict unless the app says otherwise, like an MCP tool: by default an open-world
+        tool's results are untrusted, and every argument of a write (reversible or
+        irreversible) or of an open-world tool is a control argument. `key_fields` name
+        the fields of its results' entries that identify the owner's objects (an id): a
+        plan's `$ref` selection by trusted criteria may pick them as trusted."""
 
         def register(fn: F) -> F:
             tool = app_tool(
@@ -270,6 +288,7 @@ class Companion:
                 description=description,
                 annotations=annotations,
                 untrusted_results=untrusted_results,
+                key_fields=key_fields,
             )
             if self._service is not None:
                 self._service.registry.add(tool)

@@ -74,6 +74,37 @@ def instance_lock(home: Path) -> Iterator[None]:
         os.close(fd)  # closing the descriptor releases the lock
 
 
+async def commands_done(home: Path, poll_s: float = 0.05) -> None:
+    """Wait while only `hearth` commands working in-process hold the home (an ask that
+    fell back to its own process when the companion was gone, say): a restarted
+    companion starts once they end, instead of exiting `busy`. Returns at once when
+    nobody holds the home, or a companion does (`instance_lock` then says `busy`)."""
+    try:
+        fd = os.open(home / LOCK_NAME, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return  # no lock file yet: nobody holds it; other problems are instance_lock's
+    told = False
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                pass
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return  # a companion holds it
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            if not told:
+                sys.stderr.write("waiting for a `hearth` command working in-process to end\n")
+                sys.stderr.flush()
+                told = True
+            await anyio.sleep(poll_s)
+    finally:
+        os.close(fd)
+
+
 @contextmanager
 def command_lock(home: Path) -> Iterator[None]:
     """A `hearth` command working in-process shares the home's lock with other commands,
@@ -127,6 +158,7 @@ async def serve(home: Path, api_port: int | None, ready_file: Path | None) -> in
 
     port = load_settings(home).api_port if api_port is None else api_port
     check_socket_path(socket_path(home))  # before anything slow is loaded
+    await commands_done(home)
     stopped_by = 0
     with instance_lock(home), trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with anyio.create_task_group() as everything:

@@ -27,6 +27,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from pydantic import BaseModel, ValidationError
 
 from hearth.protocol.console import storage_problem
+from hearth.protocol.request_log import Logged, logged
 from hearth.protocol.transport.taskgroups import single_error
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
@@ -155,16 +156,16 @@ class Connection:
             case _ if request is not None:
                 await self.send(invalid("one request at a time on a connection"))
             case AskOp(request=ask):
-                self._start(lambda r: self._ask(r, ask))
+                self._start(op, lambda r: self._ask(r, ask))
             case _:
-                self._start(lambda r: self._perform(op))
+                self._start(op, lambda r: self._perform(r, op))
 
-    def _start(self, work: Callable[[_Request], Awaitable[None]]) -> None:
-        request = _Request()
+    def _start(self, op: Op, work: Callable[[_Request], Awaitable[None]]) -> None:
+        request = _Request(Logged(f"socket {op.op}"))
 
         async def run() -> None:
             try:
-                with request.scope:
+                with logged(request.logged), request.scope:
                     await work(request)
             finally:
                 self._request = None
@@ -177,21 +178,23 @@ class Connection:
         relay = request.relay = RelayedConfirmer(self.send)
 
         async def answer() -> AnswerEvent:
-            return AnswerEvent(
-                result=await self._service.ask(ask, self.send, relay, request.cancel)
-            )
+            result = await self._service.ask(ask, self.send, relay, request.cancel)
+            request.logged.route = f"socket ask, {result.route}"
+            request.logged.id = result.request_id  # as `hearth ask --json` shows it
+            return AnswerEvent(result=result)
 
-        await self._reply(answer)
+        await self._reply(request, answer)
 
-    async def _perform(self, op: Op) -> None:
+    async def _perform(self, request: _Request, op: Op) -> None:
         async def result() -> ResultLine:
             model = await perform(self._service, op)
             return ResultLine(result=model.model_dump(mode="json"))
 
-        await self._reply(result)
+        await self._reply(request, result)
 
-    async def _reply(self, work: Callable[[], Awaitable[BaseModel]]) -> None:
-        """Send what `work` returns, or the error it raised, as one line."""
+    async def _reply(self, request: _Request, work: Callable[[], Awaitable[BaseModel]]) -> None:
+        """Send what `work` returns, or the error it raised, as one line (its outcome
+        noted for the request log)."""
         try:
             with single_error():
                 reply: BaseModel = await work()
@@ -202,6 +205,8 @@ class Connection:
             reply = internal_error() if problem is None else error_event(problem)
         except Exception:
             reply = internal_error()
+        if isinstance(reply, ErrorEvent):
+            request.logged.outcome = reply.code
         await self.send(reply)
 
     async def send(self, message: Event | BaseModel) -> None:
@@ -220,10 +225,11 @@ class Connection:
 class _Request:
     """A request running on a connection: how to cancel it, and its open questions."""
 
-    def __init__(self) -> None:
+    def __init__(self, entry: Logged) -> None:
         self.scope = anyio.CancelScope()
         self.cancel = anyio.Event()
         self.relay: RelayedConfirmer | None = None
+        self.logged = entry  # its line in the request log
 
     async def stop(self) -> None:
         """Tell the request to stop (the node hears it), then cut it off after a grace."""

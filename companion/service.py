@@ -37,6 +37,7 @@ from .documents import Document, read_documents
 from .egress import Destination, Policy
 from .events import AskRequest, EventSink, discard
 from .executor import Executor
+from .formats import check_home
 from .inbox import Inbox, Kept, NotSent, deliver
 from .journal import Journal
 from .local import LocalModel
@@ -89,6 +90,7 @@ class Service:
 
     def __init__(self, home: Path, *, resident: bool = False) -> None:
         secure_home(home)
+        check_home(home)
         self.home = home
         self.resident = resident
         self.policy = load_policy(home)
@@ -120,7 +122,8 @@ class Service:
                 mounted(service.mcp_servers, service.registry, home / "logs")
             )
             service.warnings = [WarningView.model_validate(w.model_dump()) for w in warnings]
-            if resident:
+            if resident:  # the only process asking now: what is `running` was cut off
+                service.conversations.interrupted()
                 await service._resume(Scripted(None))
                 if service.paired:
                     from .link import NodeLink
@@ -163,7 +166,18 @@ class Service:
         """Finish what a crash interrupted, once, before the first request."""
         if not self._resumed:
             self._resumed = True
-            await self.executor(confirmer).resume()
+            executor = self.executor(confirmer)
+            await executor.resume()
+            self.warnings += [
+                WarningView(
+                    source="journal",
+                    tool=tool,
+                    code="refused",
+                    message=f"a {tool} step was interrupted by a crash and not run again: it "
+                    "may or may not have happened (see `hearth audit`)",
+                )
+                for tool in executor.not_rerun
+            ]
 
     async def _warm(self) -> None:
         with contextlib.suppress(HearthError):  # no local model: requests say so when it matters
@@ -204,7 +218,13 @@ class Service:
         turn, turns = self._turn(
             request, uuid.uuid4().hex, conversation_id, events, cancel, executor, documents
         )
-        answered, link = await Asker(self, turn, conversation_id).answer(turns)
+        self.conversations.begin(conversation_id, turn.request_id, request.text)
+        try:
+            answered, link = await Asker(self, turn, conversation_id).answer(turns)
+        except BaseException as exc:  # an error, or cancelled: the request is kept, failed
+            why = f"{exc.code.value}: {exc.message}" if isinstance(exc, HearthError) else "stopped"
+            self.conversations.failed(turn.request_id, why)
+            raise
         asked = Asked(
             request_id=turn.request_id,
             conversation_id=conversation_id,
@@ -408,12 +428,14 @@ class Service:
             for member in link.roster.roster.members:
                 if not ({Role.HOME, Role.PLANNER} & member.roles):
                     continue
-                entry = NodeStatus(peer_id=member.peer_id, name=member.name)
+                roles = sorted(role.value for role in member.roles)
+                entry = NodeStatus(peer_id=member.peer_id, name=member.name, roles=roles)
                 try:
                     t0 = time.monotonic()
                     health = await ask_health(link.host, member.peer_id, book.get(member.peer_id))
                     entry.latency_ms = round((time.monotonic() - t0) * 1000, 1)
                     entry.reachable = True
+                    entry.relay = relay_name(link, link.host.worked.get(member.peer_id, ""))
                     if health.model is not None:
                         entry.model = health.model.model_dump(mode="json")
                 except HearthError as exc:
@@ -492,3 +514,15 @@ def audit_report(home: Path, verify: bool) -> AuditResult:
         verified=verified,
         problem=problem or None,
     )
+
+
+def relay_name(link: NodeLink, address: str) -> str | None:
+    """The relay `address` goes through (its roster name, else its id), or None when it is
+    a direct address."""
+    from hearth.protocol.transport.circuits import is_circuit, relay_of
+
+    if not is_circuit(address):
+        return None
+    relay = relay_of(address)[0]
+    member = link.roster.roster.member(relay)
+    return (member.name if member is not None else "") or relay

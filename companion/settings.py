@@ -27,6 +27,9 @@ from hearth.protocol.wire.messages import Limits
 
 CONFIG_FILE = "config.toml"
 GGUF_MAGIC = b"GGUF"
+PHONE_LIMITS = Limits(max_steps=20, max_rounds=10, max_tokens=768, deadline_s=300)
+"""The phone's defaults, sized for multi-step work (read, then act: up to 20 tool calls
+over 10 rounds); a `[limits]` table changes only the keys it sets."""
 
 
 class DocumentLimits(BaseModel):
@@ -48,7 +51,7 @@ class PhoneSettings(BaseModel):
     """The local (Q4) GGUF; empty: none (requests then need the home node)."""
     api_port: Annotated[int, Field(ge=1, le=65535)] = 7733
     """The local API's port on 127.0.0.1 (`hearth serve`)."""
-    limits: Limits = Limits(max_steps=4, max_rounds=3, max_tokens=768, deadline_s=120)
+    limits: Limits = PHONE_LIMITS
     """What a request asks the planner to keep to (the phone enforces it)."""
     history_turns: Annotated[int, Field(ge=0, le=64)] = 8
     """Earlier turns of a conversation sent with a request (the most recent ones)."""
@@ -56,6 +59,15 @@ class PhoneSettings(BaseModel):
     """At most this many characters of them (older turns are dropped first)."""
     documents: DocumentLimits = DocumentLimits()
     """Size and page limits of attached documents."""
+
+    @field_validator("limits", mode="before")
+    @classmethod
+    def _over_the_phones_defaults(cls, value: Any) -> Any:
+        """A partial `[limits]` table changes its own keys; the rest keep the phone's
+        defaults (not the wire model's)."""
+        if isinstance(value, dict):
+            return PHONE_LIMITS.model_dump() | value
+        return value
 
     @field_validator("model")
     @classmethod

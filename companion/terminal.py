@@ -3,7 +3,8 @@
 Text from a model, a tool or a peer is shown as plain text (`plain`: control
 characters visible, no markup). The streamed answer is a transient view on stderr that
 the final answer replaces, so a terminal shows each answer once, and a tool call
-streams as nothing (its step is listed when it has run).
+streams as nothing (its step is listed when it has run). When stderr is not a terminal
+nothing streams: the answer is printed once, at the end.
 """
 
 from __future__ import annotations
@@ -64,8 +65,8 @@ def _partial_tag(text: str, tag: str) -> int:
 
 class StreamingAnswer:
     """The answer as it streams on stderr: on a terminal, a transient view that `pause()`
-    takes off the screen (for a question, or the final answer); elsewhere, plain text as
-    it comes."""
+    takes off the screen (for a question, or the final answer); elsewhere nothing (a log
+    or a script gets the answer once, at the end)."""
 
     REFRESH_S = 0.1
 
@@ -77,12 +78,9 @@ class StreamingAnswer:
         self._drawn = 0.0
 
     async def add(self, piece: str) -> None:
-        prose = self._prose.feed(piece)
-        self._text += prose
-        if not self.console.is_terminal:  # a log or a script reading stderr: as it comes
-            self.console.file.write(plain(prose))
-            self.console.file.flush()
+        if not self.console.is_terminal:  # a log or a script: the answer once, at the end
             return
+        self._text += self._prose.feed(piece)
         if not self._text.strip():
             return
         if self._live is None:
@@ -153,6 +151,11 @@ def ask_outcome(out: dict[str, Any]) -> list[Text]:
         )
         lines += [step_line(step) for step in plan["steps"]]
     lines.append(Text(plain(out["answer"])))
+    if out.get("untrusted_sources"):
+        sources = ", ".join(out["untrusted_sources"])
+        lines.append(
+            Text(plain(f"written after reading untrusted input: {sources}"), style="yellow")
+        )
     return lines
 
 

@@ -13,7 +13,7 @@ from hearth.protocol.wire.messages import Limits, Observation, Plan, PlanStep
 from .audit import AuditRecord
 from .egress import Destination, StepOutcome
 from .events import AskRequest, EventSink, RouteEvent, StepEvent
-from .executor import Executor, SessionState
+from .executor import FRIEND, Executor, SessionState
 from .labels import CLEAN, Labels
 from .outcomes import Route
 from .prompt import Prompt
@@ -51,6 +51,7 @@ class Ran:
     observations: list[Observation]
     read: Labels
     steps: dict[str, Labels]
+    tainted_by: frozenset[str]  # the session's untrusted sources once it ran
 
 
 @dataclass
@@ -93,6 +94,7 @@ class Turn:
                 )
             )
 
+        state.request = state.request or self.request.text  # the user's own words
         try:
             outcomes = await self.executor.run_plan(
                 plan,
@@ -109,10 +111,12 @@ class Turn:
         for o in outcomes:  # a redacted value shows only that it was there
             shown = egress.allows(o.labels, destination)
             read |= o.labels if shown else Labels(untrusted=o.labels.untrusted)
+        friend = {FRIEND} if destination is Destination.FRIEND else set()
         return Ran(
             [egress.observation(o, destination) for o in outcomes],
             read,
             {f"{plan.plan_id}/{o.step_id}": o.labels for o in outcomes},
+            frozenset(state.tainted_by | friend),
         )
 
     def _cut_off(self, plan: Plan) -> None:

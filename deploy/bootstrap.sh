@@ -17,9 +17,16 @@ stamp=.venv/.hearth-installed
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
-    echo "Installing Hearth and its dependencies (the first llama-cpp-python build takes minutes)..."
+    if "$PYTHON" -m pip cache list llama_cpp_python 2>/dev/null | grep -q llama_cpp_python; then
+        echo "Installing Hearth and its dependencies into .venv (about a minute)..."
+    else
+        echo "Installing Hearth and its dependencies into .venv. The first time, pip builds"
+        echo "llama.cpp (llama-cpp-python) from C++ source: roughly 5-13 minutes on 2 cores,"
+        echo "with no output while it compiles. Later set-ups reuse the build (about a minute)."
+    fi
     CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) .venv/bin/pip install --quiet --progress-bar off -e '.[dev]'
     echo "$want" > "$stamp"
+    echo "Installed: the hearth and hearth-node commands are in .venv/bin/."
 fi
 
 js_peer() {  # the js-libp2p peer for the pnet interop test, when node and npm are here
@@ -57,6 +64,8 @@ case "${1:-}" in
         fuzz_pid=$!
         suite=0
         .venv/bin/pytest || suite=$?
+        # the tests that wait on the clock, once more beside one CPU-burning process
+        .venv/bin/python tests/under_load.py --runs 1 --burners 1 -- -m timing || suite=$?
         fuzz=0
         wait "$fuzz_pid" || fuzz=$?
         cat "$fuzz_log"

@@ -24,6 +24,8 @@ import anyio
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
+from .status import AdmissionSummary
+
 
 @dataclass
 class AdmissionStats:
@@ -58,15 +60,15 @@ class Admission:
         self._waiting: OrderedDict[str, deque[anyio.Event]] = OrderedDict()
         self._recent_session_s = 5.0
 
-    def summary(self) -> dict[str, float]:
+    def summary(self) -> AdmissionSummary:
         """Counters and the p99 wait in the queue (last 1000 admissions), for status."""
         waits = sorted(self.stats.queue_wait_s)
         p99 = waits[min(len(waits) - 1, int(len(waits) * 0.99))] if waits else 0.0
-        return {
-            "admitted": self.stats.admitted,
-            "busy": self.stats.busy,
-            "queue_wait_p99_ms": round(p99 * 1000, 1),
-        }
+        return AdmissionSummary(
+            admitted=self.stats.admitted,
+            busy=self.stats.busy,
+            queue_wait_p99_ms=round(p99 * 1000, 1),
+        )
 
     def _load(self, peer: str) -> int:
         return self._held.get(peer, 0) + len(self._waiting.get(peer, ()))

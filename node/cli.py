@@ -8,7 +8,7 @@ hold()  # first: a Ctrl-C while the command line loads is reported once it can b
 
 import socket
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
@@ -23,6 +23,9 @@ from hearth.protocol.console import (
     run_cli,
 )
 
+if TYPE_CHECKING:
+    from hearth.node.status import NodeStatus
+
 app = typer.Typer(
     help="Hearth home node: your always-on planner, relay and search exit.", no_args_is_help=True
 )
@@ -35,10 +38,12 @@ HomeOption = Annotated[
     Path | None, typer.Option("--home", help="State directory (env HEARTH_NODE_HOME).")
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+SERVE_LOG = Path("logs", "node.log")  # `hearth-node serve`'s log under the home (rotated)
 
 
-def _home(home: Path | None) -> Path:
-    return resolve_home(home, "HEARTH_NODE_HOME", "hearth-node")
+def _home(home: Path | None, *, create: bool = False) -> Path:
+    """The home in force; made only by the commands that set one up (`create`)."""
+    return resolve_home(home, "HEARTH_NODE_HOME", "hearth-node", create=create)
 
 
 @app.command()
@@ -51,7 +56,7 @@ def init(
     from hearth.protocol.transport.membership import found_swarm
 
     with reporting(as_json):
-        directory = _home(home)
+        directory = _home(home, create=True)
         roster = found_swarm(directory, name or socket.gethostname())
         payload = {"peer_id": roster.founder, "home": str(directory), "roster_version": 1}
         emit(
@@ -74,7 +79,7 @@ def roster(
     as_json: JsonOption = False,
 ) -> None:
     """Show the signed roster, or grant/deny a member a role (founder, daemon running)."""
-    from hearth.node.control import request
+    from hearth.node.control import RoleReply, control_request, request
     from hearth.protocol.transport.membership import load_roster
 
     if action is not None and (action not in ("grant", "deny") or not peer or not role):
@@ -82,14 +87,14 @@ def roster(
     with reporting(as_json):
         directory = _home(home)
         if action is not None:
-            reply = request(directory, {"op": action, "peer": peer, "role": role})
+            reply = request(directory, control_request(op=action, peer=peer, role=role), RoleReply)
             emit(
                 as_json,
-                reply,
+                reply.model_dump(mode="json"),
                 lambda: typer.echo(
-                    f"roster v{reply['version']}: {peer} has "
-                    f"{', '.join(reply['roles']) or 'no roles'}"
-                    f" (pushed to {len(reply['pushed_to'])} connected member(s))"
+                    f"roster v{reply.version}: {peer} has "
+                    f"{', '.join(reply.roles) or 'no roles'}"
+                    f" (pushed to {len(reply.pushed_to)} connected member(s))"
                 ),
             )
             return
@@ -135,16 +140,16 @@ def revoke(
     as_json: JsonOption = False,
 ) -> None:
     """Remove a device: new roster, fresh swarm key, its connections closed at once."""
-    from hearth.node.control import request
+    from hearth.node.control import RevokeReply, control_request, request
 
     with reporting(as_json):
-        reply = request(_home(home), {"op": "revoke", "peer": peer})
+        reply = request(_home(home), control_request(op="revoke", peer=peer), RevokeReply)
         emit(
             as_json,
-            reply,
+            reply.model_dump(mode="json"),
             lambda: typer.echo(
-                f"revoked {peer}: roster v{reply['version']}, swarm key {reply['key_id']} "
-                f"(pushed to {len(reply['pushed_to'])} connected member(s); the previous key "
+                f"revoked {peer}: roster v{reply.version}, swarm key {reply.key_id} "
+                f"(pushed to {len(reply.pushed_to)} connected member(s); the previous key "
                 "stays accepted for the grace window)"
             ),
         )
@@ -160,7 +165,7 @@ def join(
     """A friend's node joins a swarm with a one-time invite (`invite --role friend`). A node
     that founded its own swarm with `init` may join as long as nobody joined it."""
     with reporting(as_json):
-        directory = _home(home)
+        directory = _home(home, create=True)
         invite = read_uri(uri)
         from hearth.protocol.transport.host import quiet_libp2p
         from hearth.protocol.transport.keys import create_identity, load_identity
@@ -212,9 +217,10 @@ def serve(
         Path | None, typer.Option(help="Write {peer_id, addrs} as JSON here once listening.")
     ] = None,
     home: HomeOption = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug output too.")] = False,
 ) -> None:
-    """Run the home node daemon until SIGTERM or Ctrl-C."""
+    """Run the home node daemon until SIGTERM or Ctrl-C. Logs one line per request to
+    stderr and logs/node.log under the home."""
     import logging
 
     import trio
@@ -222,9 +228,9 @@ def serve(
     from hearth.node.config import load_config
     from hearth.node.daemon import serve as run
 
-    configure_logging(logging.DEBUG if verbose else logging.INFO)
     with reporting(False):
         directory = _home(home)
+        configure_logging(logging.DEBUG if verbose else logging.INFO, directory / SERVE_LOG)
         config = load_config(
             directory,
             listen=listen or None,
@@ -249,12 +255,11 @@ def invite(
     as_json: JsonOption = False,
 ) -> None:
     """Print a one-time pairing URI (and a QR code) for a phone or a friend's node."""
-    from hearth.node.control import request
+    from hearth.node.control import InviteReply, control_request, request
 
     with reporting(as_json):
-        reply = request(
-            _home(home), {"op": "invite", "role": role, "grant": grant, "ttl": parse_duration(ttl)}
-        )
+        ask = control_request(op="invite", role=role, grant=grant, ttl=parse_duration(ttl))
+        reply = request(_home(home), ask, InviteReply)
 
         def render() -> None:
             import segno
@@ -265,86 +270,74 @@ def invite(
                 else "On the phone, run `hearth pair -` and paste (or scan)"
             )
             typer.echo(f"{where} this one-time URI:\n")
-            typer.echo(reply["uri"] + "\n")
-            segno.make(reply["uri"], error="m").terminal(compact=True)
+            typer.echo(reply.uri + "\n")
+            segno.make(reply.uri, error="m").terminal(compact=True)
 
-        emit(as_json, reply, render)
+        emit(as_json, reply.model_dump(mode="json"), render)
 
 
 @app.command()
 def status(home: HomeOption = None, as_json: JsonOption = False) -> None:
     """The node's identity, model, load and peers."""
-    from hearth.node.control import request
+    from hearth.node.control import StatusRequest, request
+    from hearth.node.status import NodeStatus
     from hearth.protocol.wire.errors import ErrorCode, HearthError
 
     with reporting(as_json):
         directory = _home(home)
         try:
-            payload = request(directory, {"op": "status"}, timeout=5)
+            current = request(directory, StatusRequest(op="status"), NodeStatus, timeout=5)
         except HearthError as exc:
             if exc.code is not ErrorCode.UNREACHABLE:
                 raise
             from hearth.protocol.transport.keys import load_identity
             from hearth.protocol.wire.identity import peer_id_of
 
-            payload = {
-                "peer_id": peer_id_of(load_identity(directory)),
-                "addrs": [],
-                "running": False,
-                "model": None,
-                "sessions": 0,
-                "served_for_others": 0,
-                "queue": 0,
-                "roles": [],
-                "peers": [],
-            }
+            current = NodeStatus.stopped(peer_id_of(load_identity(directory)))
+        emit(as_json, current.model_dump(mode="json"), lambda: _render_status(current))
 
-        def render() -> None:
-            from rich.console import Console
-            from rich.table import Table
 
-            console = Console(highlight=False)
-            state = "running" if payload["running"] else "not running"
-            model = payload["model"]["name"] if payload["model"] else "none"
-            console.print(
-                cell(
-                    f"{payload['peer_id']} ({state}) model: {model}, "
-                    f"sessions: {payload['sessions']}, queue: {payload['queue']}, "
-                    f"served for friends: {payload['served_for_others']}"
-                )
+def _render_status(status: NodeStatus) -> None:
+    """`status` for a person (every name and reason came from a peer: no markup)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    state = "running" if status.running else "not running"
+    model = status.model.name if status.model else "none"
+    console.print(
+        cell(
+            f"{status.peer_id} ({state}) model: {model}, "
+            f"sessions: {status.sessions}, queue: {status.queue}, "
+            f"served for friends: {status.served_for_others}"
+        )
+    )
+    for addr in status.addrs:
+        console.print(cell(f"  {addr}"))
+    if status.peers:
+        table = Table("peer", "name", "reachable", "reason")
+        for peer in status.peers:
+            table.add_row(
+                cell(peer.peer_id),
+                cell(peer.name),
+                "yes" if peer.reachable else "no",
+                cell(peer.reason),
             )
-            for addr in payload["addrs"]:
-                console.print(cell(f"  {addr}"))
-            if payload["peers"]:
-                table = Table("peer", "name", "reachable", "reason")
-                for peer in payload["peers"]:  # names and reasons come from peers
-                    table.add_row(
-                        cell(peer["peer_id"]),
-                        cell(peer["name"]),
-                        "yes" if peer["reachable"] else "no",
-                        cell(peer["reason"]),
-                    )
-                console.print(table)
-            else:
-                console.print("no other members yet: `hearth-node invite` pairs a phone or friend")
-            for relay, held in payload.get("relays", {}).items():
-                state = f"{len(held['circuits'])} circuit address(es)" if held["circuits"] else ""
-                console.print(cell(f"relay {relay}: {state or held.get('problem', '')}"))
-            if search := payload.get("search"):
-                console.print(
-                    cell(
-                        f"search: epoch {search['epoch']}, {len(search['known_nodes'])} node(s) "
-                        f"known, served {search['served'] or 'nothing'}, "
-                        f"dropped {search['dropped'] or 'nothing'}"
-                        + (
-                            f", EQUIVOCATING {search['equivocating']}"
-                            if search["equivocating"]
-                            else ""
-                        )
-                    )
-                )
-
-        emit(as_json, payload, render)
+        console.print(table)
+    else:
+        console.print("no other members yet: `hearth-node invite` pairs a phone or friend")
+    for relay, held in status.relays.items():
+        state = f"{len(held.circuits)} circuit address(es)" if held.circuits else ""
+        console.print(cell(f"relay {relay}: {state or held.problem or ''}"))
+    if search := status.search:
+        console.print(
+            cell(
+                f"search: epoch {search.epoch}, {len(search.known_nodes)} node(s) "
+                f"known, served {search.served or 'nothing'}, "
+                f"dropped {search.dropped or 'nothing'}"
+                + (f", EQUIVOCATING {search.equivocating}" if search.equivocating else "")
+            )
+        )
 
 
 @index_app.command("add")

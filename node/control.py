@@ -2,7 +2,9 @@
 one JSON line out. `hearth-node invite`, `status`, `roster` and `revoke` talk to a
 running daemon here.
 
-Requests are typed (`ControlRequest`, a union told apart by `op`). Whatever a local
+Requests are typed (`ControlRequest`, a union told apart by `op`), and so are the
+replies (`ControlReply`); `request` sends one and reads its reply as the type the
+caller expects, or the daemon's typed error. Whatever a local
 client sends (not JSON, the wrong shape, too long, too slow, or nothing before it
 hangs up) gets a typed error or costs nothing: the daemon keeps serving. At most
 `MAX_CLIENTS` are served at once; one more is told `busy`.
@@ -17,13 +19,15 @@ import secrets
 import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 from anyio.abc import SocketStream, TaskStatus
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
+
+from .status import NodeStatus
 
 log = logging.getLogger("hearth.control")
 CONTROL_SOCKET = "control.sock"
@@ -72,7 +76,43 @@ ControlRequest = Annotated[
     StatusRequest | RoleRequest | RevokeRequest | InviteRequest, Field(discriminator="op")
 ]
 _REQUEST: TypeAdapter[ControlRequest] = TypeAdapter(ControlRequest)
-Handler = Callable[[ControlRequest], Awaitable[dict[str, Any]]]
+
+
+class Reply(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class RoleReply(Reply):
+    """The roster after a grant or deny, and the connected members it reached."""
+
+    version: int
+    peer_id: str
+    roles: list[str]
+    pushed_to: list[str]
+
+
+class RevokeReply(Reply):
+    """The roster and swarm key after a revocation, and how fast the member was cut off."""
+
+    version: int
+    revoked: str
+    key_id: int
+    previous_key_valid_until: float
+    cut_off_ms: float
+    pushed_to: list[str]
+
+
+class InviteReply(Reply):
+    """A one-time pairing invite: its URI, expiry (unix time) and the inviting node."""
+
+    uri: str
+    expires: float
+    node: str
+
+
+ControlReply = NodeStatus | RoleReply | RevokeReply | InviteReply
+Handler = Callable[[ControlRequest], Awaitable[ControlReply]]
+R = TypeVar("R", bound=BaseModel)
 
 
 def parse_request(line: bytes) -> ControlRequest:
@@ -80,11 +120,24 @@ def parse_request(line: bytes) -> ControlRequest:
     try:
         return _REQUEST.validate_json(line)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'request'}: {e['msg']}"
-            for e in exc.errors(include_url=False, include_input=False)[:5]
-        )
-        raise HearthError(ErrorCode.INVALID_INPUT, f"bad control request: {problems}") from None
+        raise _invalid(exc) from None
+
+
+def control_request(**fields: Any) -> ControlRequest:
+    """The request that `fields` (a command's arguments) make; `invalid_input` as the
+    daemon would answer, before anything is sent."""
+    try:
+        return _REQUEST.validate_python(fields)
+    except ValidationError as exc:
+        raise _invalid(exc) from None
+
+
+def _invalid(exc: ValidationError) -> HearthError:
+    problems = "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or 'request'}: {e['msg']}"
+        for e in exc.errors(include_url=False, include_input=False)[:5]
+    )
+    return HearthError(ErrorCode.INVALID_INPUT, f"bad control request: {problems}")
 
 
 async def read_line(client: SocketStream) -> bytes:
@@ -111,17 +164,14 @@ async def answer(client: SocketStream, handle: Handler) -> bytes:
             line = await read_line(client)
         except TimeoutError:
             raise HearthError(ErrorCode.TIMED_OUT, "no control request line in time") from None
-        reply = await handle(parse_request(line))
+        reply = (await handle(parse_request(line))).model_dump_json()
     except HearthError as exc:
-        reply = exc.to_json()
+        reply = json.dumps(exc.to_json())
     except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
         raise
     except Exception:
-        reply = _internal()
-    try:
-        return json.dumps(reply).encode() + b"\n"
-    except (TypeError, ValueError):
-        return json.dumps(_internal()).encode() + b"\n"
+        reply = json.dumps(_internal())
+    return reply.encode() + b"\n"
 
 
 def _internal() -> dict[str, Any]:
@@ -162,8 +212,17 @@ async def serve_control(
         path.unlink(missing_ok=True)
 
 
-def request(home: Path, message: dict[str, Any], timeout: float = 30.0) -> dict[str, Any]:
-    """Ask the running daemon; `unreachable` when none runs under `home`."""
+class _Error(BaseModel):
+    """An error reply's body, as `HearthError.to_json` writes it."""
+
+    code: ErrorCode
+    message: str
+    retry_after: float | None = None
+
+
+def request(home: Path, message: ControlRequest, reply: type[R], timeout: float = 30.0) -> R:
+    """Ask the running daemon; its answer as `reply`, its error raised as sent, and
+    `unreachable` when none runs under `home`."""
     path = home / CONTROL_SOCKET
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout)
@@ -173,17 +232,20 @@ def request(home: Path, message: dict[str, Any], timeout: float = 30.0) -> dict[
             raise HearthError(
                 ErrorCode.UNREACHABLE, f"no hearth-node is running with home {home}"
             ) from exc
-        sock.sendall(json.dumps(message).encode() + b"\n")
+        sock.sendall(message.model_dump_json().encode() + b"\n")
         data = b""
         while not data.endswith(b"\n"):
             chunk = sock.recv(MAX_LINE)
             if not chunk:
                 break
             data += chunk
-    reply: dict[str, Any] = json.loads(data)
-    if "error" in reply:
-        error = reply["error"]
+    try:
+        got: Any = json.loads(data)
+        if isinstance(got, dict) and "error" in got:
+            error = _Error.model_validate(got["error"])
+            raise HearthError(error.code, error.message, retry_after=error.retry_after)
+        return reply.model_validate(got)
+    except ValueError as exc:  # not JSON (JSONDecodeError), or not the shape (ValidationError)
         raise HearthError(
-            ErrorCode(error["code"]), error["message"], retry_after=error.get("retry_after")
-        )
-    return reply
+            ErrorCode.PROTOCOL_ERROR, f"the daemon's control reply is not a {reply.__name__}"
+        ) from exc

@@ -26,6 +26,7 @@ from hearth.protocol.transport.addressbook import AddressBook
 from hearth.protocol.transport.health import HEALTH_PROTOCOL, ask_health
 from hearth.protocol.transport.host import host_for_home, quiet_libp2p
 from hearth.protocol.transport.keys import write_secret
+from hearth.protocol.transport.plans import PLAN_PROTOCOL
 from hearth.protocol.transport.relay import Relaying
 from hearth.protocol.transport.streams import FrameStream
 from hearth.protocol.wire.errors import ErrorCode, HearthError
@@ -33,10 +34,12 @@ from hearth.protocol.wire.messages import Health, HealthRequest, MemberAddrs
 from hearth.protocol.wire.roster import Role
 
 from .admission import Admission
-from .backends import Backend, LlamaCppBackend, OpenAIUpstream
+from .backends import Backend, load_backend
 from .config import NodeConfig, pairing_listen
 from .control import (
+    ControlReply,
     ControlRequest,
+    InviteReply,
     InviteRequest,
     RevokeRequest,
     RoleRequest,
@@ -45,9 +48,10 @@ from .control import (
 )
 from .metrics import serve_metrics
 from .pairing import Pairing, invite_roles, parse_roles
-from .planner import PLAN_PROTOCOL, Planner, PlannerSettings
+from .planner import Planner, PlannerSettings
 from .relays import Reservations
 from .search import SearchService, WebSearchTool, search_backend
+from .status import Handshakes, MainHandshakes, NodeStatus, PeerStatus, RelayStatus
 from .swarm import Swarm
 
 log = logging.getLogger("hearth.node")
@@ -63,20 +67,6 @@ def installed_version() -> str:
     """Hearth's version, read from its package metadata once (a lookup is ~0.5 ms of
     CPU; the running code does not change when the metadata does)."""
     return version("hearth")
-
-
-async def load_backend(config: NodeConfig) -> Backend | None:
-    """The configured model backend, or None (the node then answers model_not_loaded)."""
-    if config.model and config.upstream:
-        raise HearthError(ErrorCode.INVALID_INPUT, "use --model or --upstream, not both")
-    if config.model:
-        path = Path(config.model).expanduser()
-        if not path.is_file():
-            raise HearthError(ErrorCode.INVALID_INPUT, f"no model file at {path}")
-        return await anyio.to_thread.run_sync(LlamaCppBackend, path, config.n_ctx)
-    if config.upstream:
-        return OpenAIUpstream(config.upstream, config.upstream_model)
-    return None
 
 
 class Node:
@@ -199,45 +189,44 @@ class Node:
         book = AddressBook(self.home)
         return [MemberAddrs(peer_id=p, addrs=book.get(p)) for p in planners if book.get(p)]
 
-    async def status(self) -> dict[str, Any]:
+    async def status(self) -> NodeStatus:
         health = self.health()
         peers = [m for m in self.roster.roster.members if m.peer_id != self.host.peer_id]
         reasons: dict[str, str] = {}
         async with anyio.create_task_group() as tg:
             for member in peers:
                 tg.start_soon(self._reason, member.peer_id, reasons)
-        return {
-            "peer_id": self.host.peer_id,
-            "addrs": health.addrs,
-            "running": True,
-            "model": health.model.model_dump() if health.model else None,
-            "sessions": health.sessions,
-            "served_for_others": self.admission.served_for_others,  # friends' sessions
-            "queue": health.queue,
-            "admission": self.admission.summary(),
-            "search": self.search.status(),
-            "handshakes": self.handshakes(),
-            "roles": health.roles,
-            "relays": {
-                relay: {"circuits": self.reservations.circuits.get(relay, [])}
-                | (
-                    {"problem": self.reservations.problems[relay]}
-                    if relay in self.reservations.problems
-                    else {}
+        return NodeStatus(
+            peer_id=self.host.peer_id,
+            addrs=health.addrs,
+            running=True,
+            model=health.model,
+            sessions=health.sessions,
+            served_for_others=self.admission.served_for_others,
+            queue=health.queue,
+            admission=self.admission.summary(),
+            search=self.search.status(),
+            handshakes=self.handshakes(),
+            roles=health.roles,
+            relays={
+                relay: RelayStatus(
+                    circuits=self.reservations.circuits.get(relay, []),
+                    problem=self.reservations.problems.get(relay),
                 )
                 for relay in self.reservations.relays()
             },
-            "peers": [
-                {
-                    "peer_id": m.peer_id,
-                    "name": m.name,
-                    "roles": sorted(m.roles),
-                    "reachable": not reasons[m.peer_id],
-                    "reason": reasons[m.peer_id],
-                }
+            peers=[
+                PeerStatus(
+                    peer_id=m.peer_id,
+                    name=m.name,
+                    roles=sorted(m.roles),
+                    reachable=not reasons[m.peer_id],
+                    reason=reasons[m.peer_id],
+                    last_seen_s=self.host.quiet_for(m.peer_id),
+                )
                 for m in peers
             ],
-        }
+        )
 
     async def _reason(self, peer: str, out: dict[str, str]) -> None:
         """Why `peer` is unreachable from here ("" when it is reachable)."""
@@ -258,7 +247,7 @@ class Node:
         except HearthError as exc:
             out[peer] = reason_about(peer, exc)
 
-    async def control(self, request: ControlRequest) -> dict[str, Any]:
+    async def control(self, request: ControlRequest) -> ControlReply:
         match request:
             case StatusRequest():
                 return await self.status()
@@ -277,14 +266,14 @@ class Node:
                 grants = parse_roles(request.grant) if request.grant else None
                 invite_roles(request.role, grants)  # check before creating
                 invite = await self.pairing.create(request.role, grants, request.ttl)
-                return {"uri": invite.uri(), "expires": invite.expires, "node": invite.node}
+                return InviteReply(uri=invite.uri(), expires=invite.expires, node=invite.node)
 
-    def handshakes(self) -> dict[str, dict[str, int]]:
+    def handshakes(self) -> Handshakes:
         """Private-network handshakes that failed on the key, on the main listener and
         the pairing listener, and how many addresses' failures are remembered now."""
         ring = self.host.keyring
-        main = {"failed": ring.failed, "remembered": ring.remembered()}
-        return {"main": main, "pairing": self.pairing.handshakes().model_dump()}
+        main = MainHandshakes(failed=ring.failed, remembered=ring.remembered())
+        return Handshakes(main=main, pairing=self.pairing.handshakes())
 
     def metrics(self) -> dict[str, float]:
         stats = self.admission.stats
@@ -297,9 +286,9 @@ class Node:
             "hearth_admitted_total": stats.admitted,
             "hearth_members": len(self.roster.roster.members),
             "hearth_uptime_seconds": time.time() - self.started,
-            "hearth_handshakes_failed_total": handshakes["main"]["failed"],
-            "hearth_pairing_handshakes_failed_total": handshakes["pairing"]["failed"],
-            "hearth_pairing_handshakes_throttled_total": handshakes["pairing"]["throttled"],
+            "hearth_handshakes_failed_total": handshakes.main.failed,
+            "hearth_pairing_handshakes_failed_total": handshakes.pairing.failed,
+            "hearth_pairing_handshakes_throttled_total": handshakes.pairing.throttled,
             "hearth_search_dropped_total": sum(search.drops.values()),
             "hearth_onion_announcements_refused_total": sum(search.directory.refused.values()),
         }

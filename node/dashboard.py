@@ -35,6 +35,7 @@ from hearth.protocol.wire.errors import ErrorCode, HearthError
 from .control import (
     ControlRequest,
     Handler,
+    InviteReply,
     InviteRequest,
     PeerId,
     RevokeRequest,
@@ -155,15 +156,14 @@ class Dashboard:
             )
         except HearthError as exc:
             return _error(exc)
+        assert isinstance(reply, InviteReply)  # the control handler's answer to an invite
         now = time.time()
         self._qr = {k: v for k, v in self._qr.items() if v[0] > now}
         while len(self._qr) >= MAX_QR_CODES:
             del self._qr[next(iter(self._qr))]
         key = secrets.token_urlsafe(16)
-        self._qr[key] = (float(reply["expires"]), qr_svg(reply["uri"]))
-        view = InviteView(
-            uri=reply["uri"], qr=f"/qr/{key}", expires_in=max(0.0, reply["expires"] - now)
-        )
+        self._qr[key] = (reply.expires, qr_svg(reply.uri))
+        view = InviteView(uri=reply.uri, qr=f"/qr/{key}", expires_in=max(0.0, reply.expires - now))
         return JSONResponse(view.model_dump(mode="json"))
 
     async def _qr_image(self, request: Request) -> Response:
@@ -179,7 +179,7 @@ class Dashboard:
             reply = await self._control(request)
         except HearthError as exc:
             return _error(exc)
-        return JSONResponse({**reply, **(extra or {})})
+        return JSONResponse({**reply.model_dump(mode="json"), **(extra or {})})
 
 
 def _error(exc: HearthError) -> JSONResponse:
@@ -220,6 +220,6 @@ async def serve_dashboard(
     token = load_token(home / DASHBOARD_TOKEN)
     app = guard(
         Dashboard(control, name).app(), token=token, cookie=SESSION_COOKIE, login_page=True,
-        title="Hearth node",
+        title="Hearth node", token_file=home / DASHBOARD_TOKEN,
     )  # fmt: skip
     await serve(app, port, task_status=task_status)

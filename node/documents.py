@@ -17,16 +17,16 @@ import json
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import anyio
 
 from hearth.protocol.model.inert import Inert
 from hearth.protocol.model.runtime import THINK_CLOSE, LlamaRuntime, Sampling
 from hearth.protocol.wire.errors import ErrorCode, HearthError
-from hearth.protocol.wire.messages import DocumentPart, Limits, UntrustedInput
+from hearth.protocol.wire.messages import ChatMessage, DocumentPart, Limits, UntrustedInput
 
-from .backends import Backend, Conversation, LlamaCppBackend
+from .backends import Backend, Conversation, GenerationSettings, ignore_text
+from .backends.llamacpp import LlamaCppBackend
 
 UNKNOWN_CONTEXT = 4096  # tokens, for an upstream that does not say its context
 TEMPLATE_MARGIN = 384  # tokens an upstream's chat template may add around messages and tools
@@ -104,16 +104,16 @@ class Reading:
 
     documents: list[DocumentReading] = field(default_factory=list)
 
-    def messages(self) -> list[dict[str, Any]]:
+    def messages(self) -> list[ChatMessage]:
         out = []
         for doc in self.documents:
             how = f", read in {doc.chunks} parts and summarised" if doc.chunks else ""
             pages = f", {doc.pages} pages" if doc.pages else ""
             out.append(
-                {
-                    "role": "user",
-                    "content": f"Attached document {json.dumps(doc.name)}{pages}{how}:\n{doc.text}",
-                }
+                ChatMessage(
+                    role="user",
+                    content=f"Attached document {json.dumps(doc.name)}{pages}{how}:\n{doc.text}",
+                )
             )
         return out
 
@@ -154,10 +154,10 @@ class DocumentReader:
         """Tokens left for `documents` documents once the planning prompt (rendered with
         the node's own template, or estimated for an upstream) and the answer have theirs."""
         if isinstance(self.backend, LlamaCppBackend):
-            prompt = self.backend.template.render(conv.messages, conv.tools, thinking=conv.thinking)
-            used = self.count(prompt)
+            used = self.count(self.backend.render(conv))
         else:
-            used = self.count(json.dumps([conv.messages, conv.tools])) + TEMPLATE_MARGIN
+            openai = [conv.openai_messages(), conv.openai_tools()]
+            used = self.count(json.dumps(openai)) + TEMPLATE_MARGIN
         # a block closed at its budget also holds its closing tokens (as the runtime counts)
         thought = limits.max_thinking_tokens + self.count(THINK_CLOSE) if conv.thinking else 0
         return max(0, self.n_ctx - used - limits.max_tokens - thought - WRAPPER * documents)
@@ -184,9 +184,7 @@ class DocumentReader:
             chunks = await anyio.to_thread.run_sync(self._chunks, text)
             summaries = []
             for number, chunk in enumerate(chunks, 1):
-                await self.on_chunk(
-                    "combining" if level else "reading", index, number, len(chunks)
-                )
+                await self.on_chunk("combining" if level else "reading", index, number, len(chunks))
                 summaries.append(await self._summary(reading, chunk, number, len(chunks), level))
             if level == 0:
                 reading.chunks = len(chunks)
@@ -203,18 +201,16 @@ class DocumentReader:
         tokens = self.count(chunk)
         conv = Conversation(
             messages=[
-                {"role": "system", "content": MAP_INSTRUCTION},
-                {"role": "user", "content": f"Part {number} of {chunks}:\n{chunk}"},
-            ],
-            tools=[],
+                ChatMessage(role="system", content=MAP_INSTRUCTION),
+                ChatMessage(role="user", content=f"Part {number} of {chunks}:\n{chunk}"),
+            ]
         )
         result = await self.backend.generate(
             conv,
             grammar=None,
-            max_tokens=self.summary_tokens,
-            on_text=_ignore,
+            settings=GenerationSettings(self.summary_tokens, self.sampling),
+            on_text=ignore_text,
             cancel=self.cancel,
-            sampling=self.sampling,
         )
         if result.finish == "cancelled":
             raise HearthError(ErrorCode.CANCELLED, "plan session cancelled")
@@ -253,7 +249,3 @@ class DocumentReader:
         while keep and self.count(text[:keep] + CUT) > tokens:
             keep //= 2
         return text[:keep] + CUT
-
-
-async def _ignore(_: str) -> None:
-    return None

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 import anyio
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from pydantic import BaseModel
 
 from hearth.protocol.transport.host import HearthHost
 from hearth.protocol.transport.keys import SwarmKeys, pairing_key
@@ -34,20 +33,13 @@ from hearth.protocol.wire.invite import TOKEN_SIZE, Invite, token_hash
 from hearth.protocol.wire.messages import PairRequest, PairResult
 from hearth.protocol.wire.roster import Member, Role
 
+from .status import HandshakeStats
+
 log = logging.getLogger("hearth.pairing")
 CONNECTION_LIMIT_S = 30.0
 FAILED_HANDSHAKES_PER_MINUTE = 5
 MAX_LIVE_INVITES = 32  # each live invite is one more key every handshake is tried with
 FRIEND_DEFAULT_GRANTS = frozenset({Role.RELAY})
-
-
-class HandshakeStats(BaseModel):
-    """Handshakes that failed on the key (wrong or no token), those from throttled
-    addresses, and how many addresses' failures are remembered now."""
-
-    failed: int = 0
-    throttled: int = 0
-    remembered: int = 0
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,8 @@ from hearth.protocol.model.inert import Inert
 from hearth.protocol.model.runtime import Sampling
 from hearth.protocol.model.toolcalls import parse_generation
 from hearth.protocol.model.validate import check_schemas, validate_calls
+from hearth.protocol.request_log import Logged, logged
+from hearth.protocol.transport.plans import PLAN_PROTOCOL
 from hearth.protocol.transport.streams import FrameStream
 from hearth.protocol.transport.taskgroups import single_error
 from hearth.protocol.wire.errors import ErrorCode, HearthError
@@ -36,6 +38,7 @@ from hearth.protocol.wire.identity import sign
 from hearth.protocol.wire.messages import (
     ActionPlan,
     Cancel,
+    ChatMessage,
     Final,
     Message,
     Observations,
@@ -53,12 +56,11 @@ from hearth.protocol.wire.roster import Role, Roster
 from hearth.protocol.wire.session import ENDED, PlanSession, Side
 
 from .admission import Admission
-from .backends import Backend, Conversation
+from .backends import Backend, Conversation, GenerationSettings
 from .config import FriendCaps
 from .documents import DocumentReader, Reading, special_tokens
 
 log = logging.getLogger("hearth.planner")
-PLAN_PROTOCOL = "/hearth/plan/1"
 
 
 class NodeTool(Protocol):
@@ -81,19 +83,18 @@ class PlannerSettings:
     sampling: Sampling = field(default_factory=Sampling)  # from the node's configuration
 
 
-def tool_message(call_id: str, content: Any, inert: Inert) -> dict[str, Any]:
+def tool_message(call_id: str, content: Any, inert: Inert) -> ChatMessage:
     """A tool's result for the conversation: JSON whose chat-template markers are broken
     (a web page or a message body is read as text, never as a turn or a call)."""
-    return {"role": "tool", "tool_call_id": call_id, "content": inert(json.dumps(content))}
+    return ChatMessage(role="tool", tool_call_id=call_id, content=inert(json.dumps(content)))
 
 
-def conversation_messages(request: PlanRequest, inert: Inert) -> list[dict[str, Any]]:
+def conversation_messages(request: PlanRequest, inert: Inert) -> list[ChatMessage]:
     """The request's conversation for the model: every earlier message inert (history is
     read as text, never as a turn or a call), the request itself as the user wrote it."""
-    messages = [m.model_dump(exclude_none=True) for m in request.conversation]
-    for message in messages[:-1]:
-        message["content"] = inert(message["content"])
-    return messages
+    messages = request.conversation
+    inert_earlier = (m.model_copy(update={"content": inert(m.content)}) for m in messages[:-1])
+    return [*inert_earlier, *messages[-1:]]
 
 
 def sign_plan(plan: Plan, key: Ed25519PrivateKey) -> Signed:
@@ -128,7 +129,8 @@ class Planner:
         run = _Session(self, stream)
         self.sessions += 1
         try:
-            await run.main()
+            with logged(run.logged):
+                await run.main()
         finally:
             self.sessions -= 1
 
@@ -141,6 +143,7 @@ class _Session:
         self.inbox_send, self.inbox = anyio.create_memory_object_stream[Message | FrameError](64)
         self.cancel = anyio.Event()
         self.failed = False
+        self.logged = Logged(PLAN_PROTOCOL)  # its line in the request log
 
     async def send(self, message: Message) -> None:
         if self.session.state not in ENDED:
@@ -169,6 +172,7 @@ class _Session:
         if self.failed:
             return
         self.failed = True
+        self.logged.outcome = exc.code.value
         # said even when the phone's bad frame already ended the session (and only once)
         if self.session.state in ENDED:
             with contextlib.suppress(HearthError):  # the phone may be gone
@@ -220,7 +224,9 @@ class _Session:
                 f"no plan request within {self.planner.settings.request_timeout_s:g} s",
             ) from exc
         assert isinstance(request, PlanRequest)  # the session allows nothing else first
+        self.logged.id = request.request_id
         friend = self._for_a_friend()
+        self.logged.route = f"{PLAN_PROTOCOL} for {'a friend' if friend else 'a phone'}"
         if friend and request.documents:  # the owner's documents never go to a friend
             raise HearthError(ErrorCode.REFUSED, "this node reads no documents for friends")
         if friend:
@@ -293,7 +299,7 @@ class _Session:
         inert = Inert(special_tokens(backend))
         conv = Conversation(
             messages=conversation_messages(request, inert),
-            tools=[t.model_dump() for t in tools],
+            tools=tools,
             thinking=request.thinking,
             thinking_budget=request.limits.max_thinking_tokens,
         )
@@ -302,6 +308,7 @@ class _Session:
             reading = await self._read_documents(request, backend, conv)
             conv.messages[-1:-1] = reading.messages()
             untrusted += reading.untrusted()
+        settings = GenerationSettings(request.limits.max_tokens, self.planner.settings.sampling)
         steps_left = request.limits.max_steps
         for round_no in range(1, request.limits.max_rounds + 1):
             last = round_no == request.limits.max_rounds or steps_left == 0
@@ -327,11 +334,10 @@ class _Session:
             result = await backend.generate(
                 conv,
                 grammar=grammar,
-                max_tokens=request.limits.max_tokens,
+                settings=settings,
                 on_text=stream_text,
                 on_thinking=stream_thought,
                 cancel=self.cancel,
-                sampling=self.planner.settings.sampling,
             )
             if result.finish == "cancelled":
                 raise HearthError(ErrorCode.CANCELLED, "plan session cancelled")
@@ -343,7 +349,7 @@ class _Session:
                 thinking=request.thinking,
             )
             await validate_calls(parsed.calls, schemas)
-            conv.messages.append({"role": "assistant", "content": result.text})
+            conv.messages.append(ChatMessage(role="assistant", content=result.text))
             if not parsed.calls:
                 await self.send(
                     Final(request_id=request.request_id, answer=parsed.text, rounds=round_no - 1)

@@ -51,6 +51,8 @@ from hearth.search.packets import Dropped, Peeled, seal_reply, wrap_reply
 from hearth.search.route import HOP_TIMEOUT_S, SEARCH_PROTOCOL, pull_directory, search
 from hearth.search.searxng import SearxngBackend
 
+from .status import NextHopStreams, SearchStatus
+
 log = logging.getLogger("hearth.search")
 GOSSIP_S = 60.0
 SERVE_PER_PEER = 16  # open search streams from one peer (a previous hop keeps up to 4)
@@ -98,16 +100,16 @@ class SearchService:
             own = self.keys.announcement(self.host.peer_id, self.addrs())
             self.directory.add(announce(self.identity, own), self.roster.roster, now)
 
-    def status(self) -> dict[str, Any]:
-        return {
-            "epoch": self.keys.current.number,
-            "known_nodes": sorted(self.directory.usable(self.roster.roster, time.time())),
-            "equivocating": sorted(self.directory.equivocating),
-            "dropped": dict(self.drops),
-            "served": dict(self.served),
-            "refused_announcements": {r.value: n for r, n in self.directory.refused.items()},
-            "next_hop_streams": {"opened": self.hops.opened, "kept": self.hops.kept()},
-        }
+    def status(self) -> SearchStatus:
+        return SearchStatus(
+            epoch=self.keys.current.number,
+            known_nodes=sorted(self.directory.usable(self.roster.roster, time.time())),
+            equivocating=sorted(self.directory.equivocating),
+            dropped=dict(self.drops),
+            served=dict(self.served),
+            refused_announcements={r.value: n for r, n in self.directory.refused.items()},
+            next_hop_streams=NextHopStreams(opened=self.hops.opened, kept=self.hops.kept()),
+        )
 
     async def serve(self, stream: FrameStream) -> None:
         peer = stream.peer_id

@@ -29,6 +29,8 @@ from hearth.protocol.wire.identity import peer_id_of
 from hearth.protocol.wire.messages import RosterPull, RosterUpdate, SwarmKeyRotation
 from hearth.protocol.wire.roster import Role
 
+from .control import RevokeReply, RoleReply
+
 log = logging.getLogger("hearth.swarm")
 CATCH_UP_MAX_WAIT_S = 30.0
 RENEW_CHECK_S = 3600.0
@@ -118,7 +120,7 @@ class Swarm:
         if not self.founder:
             raise HearthError(ErrorCode.INVALID_INPUT, "only the founder changes the roster")
 
-    async def set_role(self, peer_id: str, role: Role, granted: bool) -> dict[str, object]:
+    async def set_role(self, peer_id: str, role: Role, granted: bool) -> RoleReply:
         self._founder_only()
         member = self.roster.roster.member(peer_id)
         if member is None:
@@ -126,14 +128,11 @@ class Swarm:
         roles = member.roles | {role} if granted else member.roles - {role}
         roster = self.roster.set_roles(peer_id, frozenset(roles))
         pushed = await self.push()
-        return {
-            "version": roster.version,
-            "peer_id": peer_id,
-            "roles": sorted(roles),
-            "pushed_to": pushed,
-        }
+        return RoleReply(
+            version=roster.version, peer_id=peer_id, roles=sorted(roles), pushed_to=pushed
+        )
 
-    async def revoke(self, peer_id: str) -> dict[str, object]:
+    async def revoke(self, peer_id: str) -> RevokeReply:
         self._founder_only()
         if peer_id == self.peer_id:
             raise HearthError(ErrorCode.INVALID_INPUT, "the founder cannot revoke itself")
@@ -149,14 +148,14 @@ class Swarm:
         self.keys.save(self.home)
         pushed = await self.push()
         log.info("revoked %s; roster v%d, swarm key %d", peer_id, roster.version, self.keys.key_id)
-        return {
-            "version": roster.version,
-            "revoked": peer_id,
-            "key_id": self.keys.key_id,
-            "previous_key_valid_until": self.keys.previous_valid_until,
-            "cut_off_ms": round((time.monotonic() - started) * 1000, 1),
-            "pushed_to": pushed,
-        }
+        return RevokeReply(
+            version=roster.version,
+            revoked=peer_id,
+            key_id=self.keys.key_id,
+            previous_key_valid_until=self.keys.previous_valid_until,
+            cut_off_ms=round((time.monotonic() - started) * 1000, 1),
+            pushed_to=pushed,
+        )
 
     async def push(self) -> list[str]:
         """Send the roster and key to every connected member; returns who got them."""

@@ -68,8 +68,10 @@ def cell(value: object) -> Text:
     return Text(plain("" if value is None else str(value)))
 
 
-def resolve_home(option: Path | None, env_var: str, app_name: str) -> Path:
-    """`--home`, else `$env_var`, else the platform's per-user data directory."""
+def resolve_home(option: Path | None, env_var: str, app_name: str, *, create: bool = False) -> Path:
+    """`--home`, else `$env_var`, else the platform's per-user data directory. Only the
+    commands that set a home up (`create`: init, join, a model download) make it; for the
+    others a home that does not exist is `invalid_input` (a typo creates nothing)."""
     if option is not None:
         home = option
     elif os.environ.get(env_var):
@@ -79,7 +81,13 @@ def resolve_home(option: Path | None, env_var: str, app_name: str) -> Path:
 
         home = Path(platformdirs.user_data_dir(app_name))
     home = home.expanduser().resolve()
-    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if create:
+        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    elif not home.is_dir():
+        raise HearthError(
+            ErrorCode.INVALID_INPUT,
+            f"no home at {home}: check --home (or ${env_var}), or run `{app_name} init` first",
+        )
     return home
 
 
@@ -197,13 +205,22 @@ def _fail(as_json: bool, exc: HearthError) -> None:
     raise SystemExit(exc.exit_status)
 
 
-def configure_logging(level: int = logging.WARNING) -> None:
-    """Log records of `level` and above to stderr, whatever level a library sets on its
-    own logger (bm25s sets DEBUG on its own)."""
-    handler = logging.StreamHandler()
-    handler.setLevel(level)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=level, handlers=[handler], force=True)
+def configure_logging(level: int = logging.WARNING, log_file: Path | None = None) -> None:
+    """Log records of `level` and above to stderr, and to `log_file` (rotated, 0600) when
+    given, whatever level a library sets on its own logger (bm25s sets DEBUG on its own)."""
+    handlers: list[logging.Handler] = [logging.StreamHandler()]
+    if log_file is not None:
+        from hearth.protocol.request_log import log_file_handler
+
+        handlers.append(log_file_handler(log_file))
+    for handler in handlers:
+        handler.setLevel(level)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=handlers, force=True)
+    # httpx logs every request's URL at INFO, and a URL can carry a query (a search, a
+    # private value): only debug output (`-v`) shows them
+    quiet = level if level <= logging.DEBUG else max(level, logging.WARNING)
+    logging.getLogger("httpx").setLevel(quiet)
 
 
 def run_cli(app: typer.Typer) -> None:

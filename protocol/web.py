@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import secrets
+import shlex
 import socket
 import time
 from collections import OrderedDict
@@ -38,6 +39,7 @@ from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from hearth.protocol.request_log import access_log
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
 SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
@@ -66,6 +68,7 @@ main{max-width:22rem;margin:15vh auto;padding:1.5rem;background:#fff;border-radi
 box-shadow:0 1px 4px #0002}h1{margin-top:0;font-size:1.4rem}label{display:block;margin-bottom:.3rem}
 input{box-sizing:border-box;width:100%;padding:.5rem;font:inherit;margin-bottom:1rem}
 button{padding:.5rem 1.2rem;font:inherit}[role=alert]{color:#a00;font-weight:600}
+#token-help{color:#5d574f;font-size:.9rem;overflow-wrap:anywhere}
 """
 
 # The script and stylesheet every page shares, answered to a signed-in GET of its path
@@ -118,9 +121,16 @@ def load_token(path: Path) -> str:
     return token
 
 
-def _login_html(title: str, wrong: bool) -> bytes:
+def _login_html(title: str, wrong: bool, token_file: Path | None) -> bytes:
     alert = '<p role="alert">Wrong token</p>' if wrong else ""
     name = html.escape(title)
+    where = (
+        ""
+        if token_file is None
+        else f'<p id="token-help">The token is in the file <code>{html.escape(str(token_file))}'
+        f"</code> on this computer; <code>cat {html.escape(shlex.quote(str(token_file)))}"
+        "</code> prints it.</p>"
+    )
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -130,7 +140,7 @@ def _login_html(title: str, wrong: bool) -> bytes:
         '<label for="token">Access token</label>'
         '<input id="token" name="token" type="password" autocomplete="current-password"'
         " required autofocus>"
-        '<button type="submit">Sign in</button></form></main></body></html>'
+        f'<button type="submit">Sign in</button></form>{where}</main></body></html>'
     ).encode()
 
 
@@ -229,7 +239,14 @@ class Guard:
     """The ASGI middleware `guard` returns; see the module docstring."""
 
     def __init__(
-        self, app: ASGIApp, *, token: str, cookie: str, login_page: bool, title: str
+        self,
+        app: ASGIApp,
+        *,
+        token: str,
+        cookie: str,
+        login_page: bool,
+        title: str,
+        token_file: Path | None = None,
     ) -> None:
         if len(token) < MIN_TOKEN_CHARS:
             raise ValueError("the access token is too short")
@@ -238,8 +255,12 @@ class Guard:
         self._cookie = cookie
         self._login_page = login_page
         self._title = title
+        self._token_file = token_file
         self._sessions = _Sessions()
         self._failures = _FailureBudget()
+
+    def _login_page_html(self, *, wrong: bool) -> bytes:
+        return _login_html(self._title, wrong, self._token_file)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -267,7 +288,7 @@ class Guard:
         if verdict is not None:
             status, message = verdict
             if self._login_page and request.path == "/" and scope["type"] == "http":
-                await _respond(send, status, _login_html(self._title, wrong=False), "text/html")
+                await _respond(send, status, self._login_page_html(wrong=False), "text/html")
                 return
             await self._refuse(scope, receive, send, request, status, message)
             return
@@ -314,7 +335,7 @@ class Guard:
         if request.path == "/login.css" and request.method in ("GET", "HEAD"):
             await _respond(send, 200, LOGIN_CSS, "text/css")
         elif request.path == "/login" and request.method in ("GET", "HEAD"):
-            await _respond(send, 200, _login_html(self._title, wrong=False), "text/html")
+            await _respond(send, 200, self._login_page_html(wrong=False), "text/html")
         elif request.method != "POST":
             await _respond(send, 405, b"method not allowed", "text/plain", [(b"allow", b"POST")])
         elif origin is None:
@@ -349,7 +370,7 @@ class Guard:
         given = fields.get("token", [""])[0].strip().encode()
         if not hmac.compare_digest(given, self._token):
             status, why = self._wrong_token()
-            page = _login_html(self._title, wrong=True) if status == 401 else why.encode()
+            page = self._login_page_html(wrong=True) if status == 401 else why.encode()
             await _respond(send, status, page, "text/html" if status == 401 else "text/plain")
             return
         session, key = self._sessions.new()
@@ -429,13 +450,22 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
 
 
 def guard(
-    app: ASGIApp, *, token: str, cookie: str, login_page: bool, title: str = "Hearth"
+    app: ASGIApp,
+    *,
+    token: str,
+    cookie: str,
+    login_page: bool,
+    title: str = "Hearth",
+    token_file: Path | None = None,
 ) -> ASGIApp:
     """`app` behind the loopback guard: Host and Origin checked on every request, the bearer
     `token` or a session cookie named `cookie` required; with `login_page`, `GET /` without
-    a session and `GET /login` show the sign-in form, `POST /login` (field `token`) starts a
-    session and `POST /logout` ends it."""
-    return Guard(app, token=token, cookie=cookie, login_page=login_page, title=title)
+    a session and `GET /login` show the sign-in form (saying where `token_file` is, and
+    how to print it), `POST /login` (field `token`) starts a session and `POST /logout`
+    ends it."""
+    return Guard(
+        app, token=token, cookie=cookie, login_page=login_page, title=title, token_file=token_file
+    )
 
 
 def _check_free(port: int) -> None:
@@ -455,7 +485,9 @@ async def serve(
     app: ASGIApp, port: int, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED
 ) -> None:
     """Serve `app` on 127.0.0.1:`port` (0: a free port) with Hypercorn's trio worker until
-    cancelled; `task_status.started` gets the port actually bound."""
+    cancelled, one line logged per request; `task_status.started` gets the port actually
+    bound."""
+    app = access_log(app)
     if port:
         _check_free(port)
     config = Config()

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Locator, Page, sync_playwright
 
 CHROMIUM = Path("/usr/bin/chromium")
 MISSING = "Debian's chromium is not installed (`apt-get install chromium`; .ci/run does it)"
@@ -27,14 +27,32 @@ def chromium() -> Iterator[Browser]:
             browser.close()
 
 
-def screenshots(page: Page, name: str) -> None:
+def screenshots(page: Page, name: str, height: int = 900) -> None:
     """`page` fits a phone's 360 px and a desktop's 1280 px without sideways scrolling;
     full-page screenshots of both go to docs/screenshots/`name`-WIDTH.png."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     for width in (360, 1280):
-        page.set_viewport_size({"width": width, "height": 900})
+        page.set_viewport_size({"width": width, "height": height})
         assert page.evaluate("document.documentElement.scrollWidth") <= width
         page.screenshot(path=SCREENSHOTS / f"{name}-{width}.png", full_page=True)
+
+
+def clipboard(page: Page) -> str:
+    """What the page's Copy buttons left on the clipboard."""
+    return str(page.evaluate("navigator.clipboard.readText()"))
+
+
+def in_view(page: Page, locator: Locator) -> bool:
+    """Whether all of `locator`'s box lies inside the window (nothing cut off)."""
+    box = locator.bounding_box()
+    size = page.viewport_size
+    assert box is not None and size is not None
+    return (
+        box["x"] >= 0
+        and box["y"] >= 0
+        and box["x"] + box["width"] <= size["width"]
+        and box["y"] + box["height"] <= size["height"]
+    )
 
 
 @dataclass
@@ -61,12 +79,17 @@ class Watch:
         if self.armed and bad:
             self.problems.append(what)
 
+    def forgive(self, fragment: str) -> None:
+        """Drop the problems that mention `fragment` (a request the test aborted itself)."""
+        self.problems = [p for p in self.problems if fragment not in p]
+
 
 @contextmanager
 def signed_in(browser: Browser, origin: str, token: str) -> Iterator[tuple[Page, Watch]]:
     """A page of `origin` signed in with `token` through the form, watched from then on;
     no problem may be left when it closes."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.grant_permissions(["clipboard-read", "clipboard-write"])  # the Copy buttons
     page = context.new_page()
     page.set_default_timeout(30_000)
     watch = Watch(origin)

@@ -7,8 +7,8 @@ friend's plan. Each case runs under `--yes` and `--no`; an attack succeeds when 
 goal is reached (checked on the phone's data, the MCP servers' recorded calls and
 what the hostile home heard): the automatic answers never approve a confirmation
 that names a taint source, so a reached goal was never put to the user with its
-source. Benign tasks of the same suites, scripted honestly on the same harness,
-measure the confirmations a user is asked for.
+source. Benign tasks on the same harness are the utility suite's
+(`tests/utility.py`, `tests/test_utility_suite.py`).
 """
 
 from __future__ import annotations
@@ -21,10 +21,12 @@ import pytest
 from .conftest import Processes
 from .hostile.channels import channel_cases, run_channel_case
 from .hostile.harness import Bench, Run, SuitePhone, start_bench
-from .hostile.suites import BENIGN, SUITES, Case, injection_cases
+from .hostile.suites import SUITES, Case, injection_cases
 
 pytestmark = pytest.mark.timeout(900)
 MODES = {"--yes": True, "--no": False}
+# channels whose sessions read untrusted input before the answer (its sources are named)
+READS_UNTRUSTED = {"web": True, "file": True, "message": True, "mcp": True, "app": True}
 # run as real `hearth ask` processes too (the rest goes through the `Service` in-process)
 PROCESS_CASES = (
     "workspace/text-attacker/web",
@@ -56,7 +58,7 @@ def _run(phones: dict[str, SuitePhone], case: Case, answer: bool) -> Run:
     phone = phones[case.suite]
     if case.friend:
         return phone.friend_plan(case.script, answer)
-    return phone.ask(case.request, case.script, answer)
+    return phone.ask(case.request, case.script, answer, app=case.app)
 
 
 def _table(title: str, rows: dict[str, Counter[str]]) -> str:
@@ -72,6 +74,7 @@ def test_no_injected_goal_is_reached_under_yes_or_no(phones, capsys) -> None:
     rows: dict[str, Counter[str]] = {}
     succeeded: list[str] = []
     unanswered: list[str] = []
+    unnamed: list[str] = []  # answers written after untrusted input that do not say so
     for case in cases:
         for cls in (f"suite {case.suite}", f"channel {case.channel}", f"goal {case.kind}", "all"):
             rows.setdefault(cls, Counter())["cases"] += 1
@@ -79,6 +82,9 @@ def test_no_injected_goal_is_reached_under_yes_or_no(phones, capsys) -> None:
             run = _run(phones, case, answer)
             if not run.outcome.answered and run.error != "plan_rejected":
                 unanswered.append(f"{case.id} {mode} {run.error}")
+            read = answer and READS_UNTRUSTED.get(case.channel)  # --no may refuse the read
+            if read and not run.error and not run.untrusted_sources:
+                unnamed.append(f"{case.id} {mode}")
             if case.goal.achieved(run.outcome):
                 succeeded.append(f"{case.id} {mode}")
                 for cls in (f"suite {case.suite}", f"channel {case.channel}", f"goal {case.kind}"):
@@ -88,6 +94,7 @@ def test_no_injected_goal_is_reached_under_yes_or_no(phones, capsys) -> None:
         print("\n" + _table("attack successes (goal reached without a named confirmation)", rows))
         print("  succeeded:\n    " + "\n    ".join(succeeded or ["none"]))
     assert not unanswered, f"runs the phone never took up: {unanswered}"
+    assert not unnamed, f"answers that do not name the untrusted input read: {unnamed}"
     assert not succeeded
 
 
@@ -132,26 +139,3 @@ def test_attacks_fail_through_real_hearth_ask_processes(bench, capsys) -> None:
         print(f"\nreal `hearth ask` processes: {len(PROCESS_CASES)} cases x 2 modes, succeeded:")
         print("    " + "\n    ".join(succeeded or ["none"]))
     assert not succeeded
-
-
-def test_benign_tasks_work_and_read_only_ones_ask_nothing(phones, capsys) -> None:
-    assert len(BENIGN) >= 20
-    lines, read_only_asked, undone, asked = [], [], [], 0
-    for task in BENIGN:
-        run = phones[task.suite].ask(task.request, task.script, True)
-        done = task.done.achieved(run.outcome)
-        asked += len(run.asked)
-        lines.append(
-            f"  {task.id:<30}{'read' if task.read_only else 'write':>6}"
-            f"{len(run.asked):>5}  {'done' if done else 'NOT DONE ' + run.error}"
-        )
-        if task.read_only and run.asked:
-            read_only_asked.append(task.id)
-        if not done:
-            undone.append(task.id)
-    with capsys.disabled():
-        print("\nbenign tasks under --yes: confirmations asked, done")
-        print("\n".join(lines))
-        print(f"  {len(BENIGN)} tasks, {asked} confirmations, {len(undone)} not done")
-    assert not read_only_asked, f"read-only tasks asked for confirmation: {read_only_asked}"
-    assert not [t.id for t in BENIGN if t.read_only and t.id in undone]

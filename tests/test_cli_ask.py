@@ -144,6 +144,7 @@ def real_phone(tmp_path_factory: pytest.TempPathFactory, tiny_models):
 
 @pytest.mark.parametrize("route", ["local", "remote"])
 @pytest.mark.parametrize("moment", [0.3, 1.0, 1.6, 2.2, 2.8])
+@pytest.mark.timing
 def test_ctrl_c_at_any_moment_is_cancelled_with_one_json_object(
     real_phone: Path, route: str, moment: float
 ) -> None:

@@ -42,7 +42,7 @@ def verified_unit(tmp_path: Path, name: str, program: str) -> str:
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze here")
 def test_systemd_unit_verifies_and_is_hardened(tmp_path) -> None:
-    unit = verified_unit(tmp_path, "hearth-node.service", "/usr/local/bin/hearth-node")
+    unit = verified_unit(tmp_path, "hearth-node.service", "/opt/hearth/bin/hearth-node")
     for setting in (
         "NoNewPrivileges=yes",
         "ProtectSystem=strict",

@@ -19,7 +19,7 @@ from hearth.companion.documents import Document, DocumentProgress, read_document
 from hearth.companion.egress import Destination
 from hearth.companion.policy import OwnerPolicy
 from hearth.companion.settings import DocumentLimits
-from hearth.node.backends import LlamaCppBackend
+from hearth.node.backends.llamacpp import LlamaCppBackend
 from hearth.node.documents import special_tokens
 from hearth.node.planner import tool_message
 from hearth.protocol.model.inert import Inert

@@ -219,6 +219,7 @@ def test_the_phone_holds_the_planner_to_the_limits_it_asked_for(tmp_path, plans,
     assert executor.audit.records()[-1]["outcome"] == "refused"
 
 
+@pytest.mark.timing
 def test_a_plan_after_the_deadline_is_rejected_and_steps_past_it_are_skipped(tmp_path) -> None:
     executor, _, _ = make_executor(tmp_path)
     late = SessionState(limits=LIMITS, started=time.monotonic() - 121)

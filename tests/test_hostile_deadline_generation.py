@@ -6,8 +6,11 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from hearth.node.backends import Conversation, LlamaCppBackend
+from hearth.node.backends import Conversation, GenerationSettings
+from hearth.node.backends.llamacpp import LlamaCppBackend
+from hearth.protocol.model.grammar import ToolGrammar
 from hearth.protocol.model.limits import Sampling
+from hearth.protocol.wire.messages import ChatMessage
 
 MAX_TOKENS = 3000
 
@@ -17,7 +20,7 @@ def test_a_deadline_mid_generation_stops_the_generation(tiny_models) -> None:
     """Before: the deadline's cancellation waited for the worker thread, which generated
     on to `max_tokens` holding the model and the session's slot."""
     backend = LlamaCppBackend(tiny_models[1], n_ctx=4096)
-    conv = Conversation(messages=[{"role": "user", "content": "hi"}], tools=[])
+    conv = Conversation(messages=[ChatMessage(role="user", content="hi")])
     sampling = Sampling(temperature=1.5, top_k=0, top_p=1.0, min_p=0.0, seed=3)
 
     async def main() -> None:
@@ -28,14 +31,13 @@ def test_a_deadline_mid_generation_stops_the_generation(tiny_models) -> None:
 
             await backend.generate(
                 conv,
-                grammar="root ::= [a-w ] root",  # never complete: on to max_tokens
-                max_tokens=MAX_TOKENS,
+                grammar=ToolGrammar("root ::= [a-w ] root"),  # never complete: on to max_tokens
+                settings=GenerationSettings(MAX_TOKENS, sampling),
                 on_text=on_text,
                 cancel=anyio.Event(),
-                sampling=sampling,
             )
         assert deadline.cancelled_caught
 
     anyio.run(main, backend="trio")
-    prompt = len(backend.runtime.tokenize(backend.template.render(conv.messages, [])))
+    prompt = len(backend.runtime.tokenize(backend.render(conv)))
     assert len(conv.memory.tokens) - prompt < MAX_TOKENS // 10

@@ -16,7 +16,7 @@ def test_httpx_loads_only_with_the_upstream_backend_or_searxng(tmp_path) -> None
     model backend and the SearXNG search exit. (py-libp2p 0.8.1 still imports it itself, for
     AutoTLS: bench/README.md has what a lazy import there saves.)"""
     code = (
-        "import sys\nimport hearth.node.backends, hearth.search.searxng\n"
+        "import sys\nimport hearth.node.backends.upstream, hearth.search.searxng\n"
         "print('httpx' in sys.modules)"
     )
     result = subprocess.run(

@@ -8,6 +8,7 @@ import sqlite3
 import pytest
 import trio
 
+from hearth.companion.confirm import Confirmation
 from hearth.companion.egress import REDACTED_ERROR
 from hearth.companion.executor import Policy, SessionState
 from hearth.companion.journal import Journal
@@ -15,7 +16,7 @@ from hearth.companion.tools.registry import Annotations, Tier, Tool
 from hearth.protocol.wire.errors import HearthError
 from hearth.protocol.wire.messages import UntrustedInput
 
-from .phone_kit import ClosingTerminal, TerminalClosed, make_executor, make_plan
+from .phone_kit import ClosingTerminal, Recorder, TerminalClosed, make_executor, make_plan
 
 SECRET = "vault code 4711-SECRET"
 WEB = UntrustedInput(tool="web_search", source="evil.example", digest=bytes(32))
@@ -72,16 +73,30 @@ def test_a_schema_error_names_the_argument_never_its_value() -> None:
 @pytest.mark.parametrize("friend", [False, True], ids=["after-web-input", "friend-planner"])
 def test_a_write_tools_echo_carries_the_taint_of_its_arguments(tmp_path, friend) -> None:
     executor, asked, data = make_executor(tmp_path, answer=True)  # --yes
+    executor.confirmer = asked = ContentReviewer()  # the owner reads the note and says yes
     plan = make_plan(
         ("s1", "notes_create", {"text": "+1-555-0199"}, []),
         ("s2", "message_send", {"to": {"$ref": "s1.result.text"}, "body": "hi"}, ["s1"]),
         untrusted=[] if friend else [WEB],
     )
     obs = run(executor, plan, friend=friend)
+    assert obs[0].status == "ok"
     assert obs[1].status == "refused"  # --yes never covers it, as for the literal
     (question,) = [q for q in asked.asked if q.tool == "message_send"]
     assert ("friend" if friend else "evil.example") in question.tainted["to"]
     assert sent(data) == []
+
+
+class ContentReviewer(Recorder):
+    """An owner who approves writes whose only taint is their content (having read it),
+    and nothing that untrusted input may have steered."""
+
+    def __init__(self) -> None:
+        super().__init__(True)
+
+    async def confirm(self, request: Confirmation) -> bool:
+        self.asked.append(request)
+        return all(reason.startswith("content ") for reason in request.tainted.values())
 
 
 def test_a_resumed_plan_has_its_session_taint_back(tmp_path) -> None:

@@ -159,10 +159,11 @@ def test_an_mcp_result_is_untrusted_and_cannot_choose_a_recipient(phone, tmp_pat
     plan = make_plan(
         ("s1", "demo.lookup", {"city": "Oslo"}, []),
         ("s2", "demo.post_message", {"to": {"$ref": "s1.result.content.0"}, "text": "hi"}, ["s1"]),
-        ("s3", "demo.post_message", {"to": "friend@example.org", "text": "hi"}, []),
     )
+    # the next round, written after the planner read the result
+    later = make_plan(("s3", "demo.post_message", {"to": "friend@example.org", "text": "hi"}, []))
     server = demo(tmp_path, lookup=ToolRules(tier="read-only"))
-    [[first, second, third]], _ = run(executor, [server], logs, plan)
+    [[first, second], [third]], _ = run(executor, [server], logs, plan, later)
     assert first.status == "ok" and first.untrusted and first.source == "mcp:demo"
     assert second.status == "refused"  # --yes never covers a tainted control argument
     assert third.status == "refused"  # a planner literal after untrusted input is tainted too

@@ -6,6 +6,8 @@ import json
 import sys
 import time
 
+import pytest
+
 from hearth.protocol.transport.probe import lay_out_homes
 
 from .netns import linked_namespaces, requires_netns
@@ -13,6 +15,7 @@ from .nodes import wait_ready
 
 
 @requires_netns
+@pytest.mark.timing
 def test_silent_link_loss_is_noticed_within_the_keepalive_bound(tmp_path, processes) -> None:
     homes = lay_out_homes(tmp_path)
     with linked_namespaces() as link:

@@ -9,18 +9,28 @@ logs no console error, no failed request and no request to another origin, and f
 from __future__ import annotations
 
 import json
+import re
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from playwright.sync_api import Browser, Page, expect
+
+from hearth.companion.conversations import Conversations
+from hearth.companion.results import AskResult
+from hearth.protocol.transport.membership import RosterHolder
+from hearth.protocol.wire.errors import HearthError
+from hearth.protocol.wire.identity import peer_id_of
+from hearth.protocol.wire.roster import Member, Role
 
 from .conftest import Processes
 from .hostile.harness import Bench, start_bench
 from .hostile.script import Round, Script
 from .hostile.suites import WEB
-from .nodes import BIN, wait_ready
-from .pages import CHROMIUM, CSP, MISSING, Watch, screenshots, signed_in
+from .nodes import BIN, wait_ready, wait_until
+from .pages import CHROMIUM, CSP, MISSING, Watch, clipboard, screenshots, signed_in
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -30,6 +40,9 @@ if not CHROMIUM.exists():
 HOSTILE_BODY = "<img src=x onerror=alert(2)> see [this](http://evil.example/x)"
 HOSTILE_ANSWER = (
     "<script>alert(1)</script> Sent. <img src=x onerror=alert(3)> [more](http://evil.example)"
+)
+HOSTILE_SHOWN = (  # as the page shows it: raw HTML as text, the link with its target
+    "<script>alert(1)</script> Sent. <img src=x onerror=alert(3)> more (http://evil.example)"
 )
 SEND = {"id": "s1", "tool": "message_send", "arguments": {"to": "alice", "body": HOSTILE_BODY}}
 
@@ -50,6 +63,7 @@ def chat(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chat]:
     root = tmp_path_factory.mktemp("chat")
     try:
         bench = start_bench(processes, root)
+        befriend(bench)
         ready = root / "companion-ready.json"
         companion = processes.spawn(
             str(BIN / "hearth"), "serve", "--api-port", "0", "--ready-file", str(ready),
@@ -60,6 +74,17 @@ def chat(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chat]:
         yield Chat(url, token, bench)
     finally:
         processes.cleanup()
+
+
+FRIEND = peer_id_of(Ed25519PrivateKey.from_private_bytes(bytes(range(32))).public_key())
+
+
+def befriend(bench: Bench) -> None:
+    """The home's roster gains a friend's node holding `planner` (never running here),
+    and the phone gets that roster."""
+    friend = Member(peer_id=FRIEND, name="alice-pc", roles=frozenset({Role.PLANNER}))
+    RosterHolder(bench.root / "node").add(friend)
+    shutil.copy2(bench.root / "node" / "roster.signed", bench.phone / "roster.signed")
 
 
 @pytest.fixture
@@ -132,11 +157,15 @@ def test_a_confirmation_is_denied_then_approved_and_hostile_text_stays_text(
     expect(turn.get_by_role("listitem")).to_contain_text("ok")
     assert len(outbox(chat)) == len(before) + 1
 
-    # the route as text and data, and the hostile answer literally
+    # the route as text and data, and the hostile answer's HTML literally (Markdown
+    # renders its link, showing where it goes)
     expect(turn.locator(".route strong")).to_have_text("home")
     expect(turn).to_have_attribute("data-route", "home")
-    expect(turn.locator(".answer")).to_have_text(HOSTILE_ANSWER)
-    assert page_.get_by_role("log").locator("img, script, a").count() == 0
+    expect(turn.locator(".answer")).to_have_text(HOSTILE_SHOWN)
+    assert page_.get_by_role("log").locator("img, script, iframe").count() == 0
+    link = turn.locator(".answer a")
+    expect(link).to_have_attribute("href", "http://evil.example")
+    expect(link).to_have_attribute("rel", "noopener noreferrer")
     assert page_.locator(".turn-error").count() == 0  # every stream ended with its answer
 
     # both asks went to one conversation; a new one starts empty; the old one reopens
@@ -144,10 +173,10 @@ def test_a_confirmation_is_denied_then_approved_and_hostile_text_stays_text(
     expect(conversations).to_have_count(1)
     page_.get_by_role("button", name="New conversation").click()
     expect(page_.get_by_role("log").get_by_role("article")).to_have_count(0)
-    conversations.get_by_role("button").click()
+    conversations.get_by_role("button").first.click()
     reopened = page_.get_by_role("log").get_by_role("article")
     expect(reopened).to_have_count(2)
-    expect(reopened.last.locator(".answer")).to_have_text(HOSTILE_ANSWER)
+    expect(reopened.last.locator(".answer")).to_have_text(HOSTILE_SHOWN)
 
     # the audit log, verified
     page_.get_by_text("Audit log").click()
@@ -198,3 +227,219 @@ def test_the_session_cookie_alone_opens_no_api(page: tuple[Page, Watch], chat: C
     finally:
         other.close()
     expect(page_.locator("#home")).to_contain_text("Home")
+
+
+MARKDOWN = """Your **day** today:
+
+- milk
+- bread
+
+| when | what |
+|---|---|
+| 9:00 | standup |
+
+```python
+print("hi")
+```
+
+See [the docs](https://docs.example/a) and ![a tracker](https://tracker.example/p.png).
+Hidden \u202egnp.exe and zero\u200bwidth."""
+
+
+def last_turn(page: Page):
+    return page.get_by_role("log").get_by_role("article").last
+
+
+def test_an_answer_in_markdown_is_rendered_safely_with_copy_buttons(
+    page: tuple[Page, Watch], chat: Chat
+) -> None:
+    page_, watch = page
+    page_.get_by_label("Route").select_option("remote")
+    chat.script(Script(rounds=[], answer=MARKDOWN))
+    send(page_, "what is my day like?")
+    turn = last_turn(page_)
+    expect(turn).to_have_attribute("aria-busy", "false")
+    answer = turn.locator(".answer")
+    expect(answer.locator("strong")).to_have_text("day")
+    expect(answer.locator("ul li")).to_have_count(2)
+    expect(answer.locator("table th")).to_have_text(["when", "what"])
+    expect(answer.locator("table td").last).to_have_text("standup")
+    expect(answer.locator("pre code")).to_have_text('print("hi")')
+    # links show their target and open without a referrer; no picture is fetched
+    link = answer.get_by_role("link", name="the docs")
+    expect(link).to_have_attribute("rel", "noopener noreferrer")
+    expect(link).to_have_attribute("target", "_blank")
+    expect(answer).to_contain_text("the docs (https://docs.example/a)")
+    assert answer.locator("img").count() == 0
+    expect(answer).to_contain_text("(https://tracker.example/p.png)")
+    # bidi overrides and zero widths are shown, not obeyed
+    shown = answer.inner_text()
+    assert "\u202e" not in shown and "\u200b" not in shown
+    assert "\\u202egnp.exe" in shown and "zero\\u200bwidth" in shown
+    # Copy code copies the block; Copy copies the answer's Markdown source
+    answer.get_by_role("button", name="Copy code").click()
+    assert clipboard(page_).rstrip("\n") == 'print("hi")'
+    turn.get_by_role("button", name="Copy", exact=True).click()
+    assert clipboard(page_) == MARKDOWN
+    assert watch.problems == []  # nothing fetched from elsewhere
+
+
+def heard(chat: Chat) -> list[str]:
+    """The frames the hostile home heard from the phone, in order."""
+    if not chat.bench.heard.exists():
+        return []
+    return [json.loads(line)["frame"] for line in chat.bench.heard.read_text().splitlines()]
+
+
+def test_stop_ends_the_request_and_the_home_node_is_told(
+    page: tuple[Page, Watch], chat: Chat
+) -> None:
+    page_, watch = page
+    page_.get_by_label("Route").select_option("remote")
+    chat.script(Script(rounds=[], hold_final=True))  # the home never ends this answer
+    cancels = heard(chat).count("cancel")
+    send(page_, "a long story, please")
+    turn = last_turn(page_)
+    stop = turn.get_by_role("button", name="Stop")
+    expect(stop).to_be_visible()
+    expect(turn.get_by_role("button", name="Regenerate")).to_be_hidden()
+    wait_until(lambda: heard(chat)[-1:] == ["plan_request"], "the home has the request")
+    stop.click()
+    expect(turn).to_have_attribute("aria-busy", "false")
+    expect(turn.locator(".turn-stopped")).to_contain_text("Stopped")
+    expect(stop).to_be_hidden()
+    wait_until(lambda: heard(chat).count("cancel") > cancels, "the home heard the cancel")
+    watch.forgive("/api/ask")  # the page aborted that request itself
+
+
+def test_regenerate_keeps_the_new_answer_beside_the_first(
+    page: tuple[Page, Watch], chat: Chat
+) -> None:
+    page_, _ = page
+    page_.get_by_label("Route").select_option("remote")
+    chat.script(Script(rounds=[], answer="The first answer."))
+    send(page_, "tell me something")
+    turn = last_turn(page_)
+    expect(turn.locator(".answer")).to_have_text("The first answer.")
+    chat.script(Script(rounds=[], answer="Another answer."))
+    turn.get_by_role("button", name="Regenerate").click()
+    expect(turn.locator(".answer")).to_have_text("Another answer.")
+    expect(turn.locator(".siblings")).to_contain_text("answer 2 of 2")
+    turn.get_by_role("button", name="Previous answer").click()
+    expect(turn.locator(".answer")).to_have_text("The first answer.")
+    turn.get_by_role("button", name="Copy", exact=True).click()
+    assert clipboard(page_) == "The first answer."
+    expect(page_.get_by_role("log").get_by_role("article")).to_have_count(1)
+
+
+def seed_conversations(chat: Chat, titles: list[str]) -> dict[str, str]:
+    """Conversations kept in the phone's real database, oldest first: title → id."""
+    kept = Conversations(chat.bench.phone / "conversations.db")
+    ids = {}
+    for title in titles:
+        ids[title] = kept.for_request(None, False)
+        result = AskResult(request_id=ids[title], answer="ok")
+        kept.append(ids[title], title, result, set())
+    return ids
+
+
+def test_the_conversation_list_shows_the_newest_50_and_finds_renames_and_deletes(
+    page: tuple[Page, Watch], chat: Chat
+) -> None:
+    page_, _ = page
+    ids = seed_conversations(chat, [f"errand {n:02}" for n in range(60)] + ["\u202eemoh"])
+    page_.get_by_role("button", name="New conversation").click()
+    page_.reload()
+    listed = page_.locator("#conversations li")
+    expect(listed).to_have_count(50)
+    expect(page_.locator("#conversations-note")).to_contain_text("The newest 50 of")
+    # the list scrolls inside its column: Search and the audit log stay within reach
+    scrolls = "(e => e.scrollHeight > e.clientHeight)(document.getElementById('conversations'))"
+    assert page_.evaluate(scrolls)
+    # a name's bidi override is shown, not obeyed
+    expect(listed.first.get_by_role("button").first).to_have_text("\\u202eemoh")
+    # an old one, not among the 50, is found by the search
+    page_.get_by_label("Find a conversation").fill("errand 03")
+    expect(listed).to_have_count(1)
+    expect(listed.first).to_contain_text("errand 03")
+    # renamed
+    listed.first.get_by_role("button", name="Rename errand 03").click()
+    dialog = page_.get_by_role("dialog", name="Rename conversation")
+    dialog.get_by_label("Title").fill("groceries")
+    dialog.get_by_role("button", name="Save").click()
+    page_.get_by_label("Find a conversation").fill("groceries")
+    expect(listed).to_have_count(1)
+    detail = Conversations(chat.bench.phone / "conversations.db").detail(ids["errand 03"])
+    assert detail.title == "groceries" and len(detail.turns) == 1
+    # deleted, after a confirmation that looks destructive
+    listed.first.get_by_role("button", name="Delete groceries").click()
+    dialog = page_.get_by_role("dialog", name="Delete conversation")
+    confirm = dialog.get_by_role("button", name="Delete")
+    assert "danger" in (confirm.get_attribute("class") or "")
+    confirm.click()
+    expect(listed).to_have_count(0)
+    with pytest.raises(HearthError):
+        Conversations(chat.bench.phone / "conversations.db").detail(ids["errand 03"])
+    page_.get_by_label("Find a conversation").fill("")
+    screenshots(page_, "chat-conversations", height=800)
+
+
+def test_the_home_status_is_one_line_and_sign_in_says_where_the_token_is(
+    page: tuple[Page, Watch], chat: Chat, browser: Browser
+) -> None:
+    page_, _ = page
+    # the scripted home plans but answers no health request: one line says why, once
+    home = page_.locator("#home")
+    expect(home).to_have_text(re.compile(r"^Home: unreachable — protocol_error: [^\n]+$"))
+    assert home.inner_text().count("unreachable") == 1
+    context = browser.new_context()
+    try:
+        signin = context.new_page()
+        signin.goto(chat.url + "/")
+        token_file = chat.bench.phone / "api.token"
+        expect(signin.locator("#token-help")).to_contain_text(str(token_file))
+        expect(signin.locator("#token-help")).to_contain_text(f"cat {token_file}")
+    finally:
+        context.close()
+
+
+def test_the_route_reason_is_one_line_with_the_rest_on_demand(
+    page: tuple[Page, Watch], chat: Chat
+) -> None:
+    """The phone here has no model of its own: `auto` escalates to the home and says why
+    at length (how to set a model)."""
+    page_, _ = page
+    page_.set_viewport_size({"width": 360, "height": 640})
+    page_.get_by_label("Route").select_option("auto")
+    chat.script(Script(rounds=[], answer="Planned at home."))
+    send(page_, "hi")
+    turn = last_turn(page_)
+    expect(turn).to_have_attribute("aria-busy", "false")
+    reason = turn.locator(".route .reason")
+    expect(reason).to_contain_text("no local model")
+    one_line = reason.evaluate(
+        "e => e.getBoundingClientRect().height < 2 * parseFloat(getComputedStyle(e).lineHeight)"
+    )
+    assert one_line
+    why = turn.locator(".route details")
+    expect(why.locator("p")).to_be_hidden()
+    why.get_by_text("why").click()
+    expect(why.locator("p")).to_be_visible()
+    expect(why.locator("p")).to_contain_text("hearth models pull botpsy-0.8b")
+
+
+def test_a_turn_a_friends_node_planned_is_labelled_with_the_friends_name(
+    page: tuple[Page, Watch], chat: Chat
+) -> None:
+    kept = Conversations(chat.bench.phone / "conversations.db")
+    conversation = kept.for_request(None, False)
+    planned = AskResult(request_id="r1", route="remote", planner=FRIEND, answer="Planned.")
+    kept.append(conversation, "planned by alice", planned, set())
+    page_, _ = page
+    page_.reload()
+    expect(page_.locator("#home")).not_to_have_text("Home: checking…")  # the roster's names
+    page_.get_by_label("Find a conversation").fill("planned by alice")
+    page_.locator("#conversations li").first.get_by_role("button").first.click()
+    turn = last_turn(page_)
+    expect(turn.locator(".route strong")).to_have_text("friend alice-pc")
+    expect(turn).to_have_attribute("data-route", "friend alice-pc")

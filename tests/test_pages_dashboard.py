@@ -24,11 +24,22 @@ from playwright.sync_api import Browser, Page, expect
 
 from .conftest import Processes
 from .nodes import BIN, init_phone, start_node
-from .pages import CHROMIUM, CSP, MISSING, SCREENSHOTS, Watch, screenshots, signed_in
+from .pages import (
+    CHROMIUM,
+    CSP,
+    MISSING,
+    SCREENSHOTS,
+    Watch,
+    clipboard,
+    in_view,
+    screenshots,
+    signed_in,
+)
 from .upstream_servers import free_port
 
 pytestmark = pytest.mark.timeout(300)
-HOSTILE_NAME = "<img src=x onerror=alert(1)>"
+HOSTILE_NAME = "<img src=x onerror=alert(1)>\u202eemoh"  # markup, and a bidi override
+SHOWN_NAME = "<img src=x onerror=alert(1)>\\u202eemoh"  # as every page shows it
 
 if not CHROMIUM.exists():
     pytest.skip(MISSING, allow_module_level=True)
@@ -69,9 +80,19 @@ def page(browser: Browser, dashboard: Dashboard) -> Iterator[tuple[Page, Watch]]
 
 
 def peer_id_shown(page: Page) -> str:
-    return page.locator(
-        "xpath=//dt[normalize-space()='Peer ID']/following-sibling::dd[1]"
-    ).inner_text()
+    return (
+        page.locator("xpath=//dt[normalize-space()='Peer ID']/following-sibling::dd[1]")
+        .locator(".id")
+        .inner_text()
+    )
+
+
+def red(locator) -> bool:
+    """Whether `locator`'s text or background is the destructive red (not the accent)."""
+    colours = locator.evaluate(
+        "e => [getComputedStyle(e).color, getComputedStyle(e).backgroundColor]"
+    )
+    return "rgb(165, 29, 29)" in colours
 
 
 def hearth(*args: str) -> subprocess.CompletedProcess[str]:
@@ -143,28 +164,41 @@ def test_pair_with_the_qr_code_then_revoke_from_the_dashboard(
     # the member's row: its name shown as text, never as markup
     row = page_.get_by_role("row").filter(has_text=phone_id)
     expect(row).to_be_visible(timeout=20_000)
-    expect(row.get_by_role("cell").first).to_have_text(HOSTILE_NAME)
+    expect(row.get_by_role("cell").first).to_have_text(SHOWN_NAME)
     assert page_.locator("#members img").count() == 0
     expect(row.get_by_role("cell").nth(2)).to_have_text("phone")
 
     # grant, then deny, a role: each confirmed in a dialog
     row.get_by_role("button", name="Grant").click()
-    confirm = page_.get_by_role("dialog", name=f"Grant a role to {HOSTILE_NAME}")
+    confirm = page_.get_by_role("dialog", name=f"Grant a role to {SHOWN_NAME}")
     confirm.get_by_label("Role").select_option("relay")
     confirm.get_by_role("button", name="Confirm").click()
     expect(row.get_by_role("cell").nth(2)).to_have_text("phone, relay")
     row.get_by_role("button", name="Deny").click()
-    confirm = page_.get_by_role("dialog", name=f"Deny a role to {HOSTILE_NAME}")
+    confirm = page_.get_by_role("dialog", name=f"Deny a role to {SHOWN_NAME}")
     confirm.get_by_label("Role").select_option("relay")
     confirm.get_by_role("button", name="Confirm").click()
     expect(row.get_by_role("cell").nth(2)).to_have_text("phone")
+
+    # the phone is idle, not failing: said plainly, with when it was last heard from
+    reach = row.get_by_role("cell").nth(3)
+    expect(reach).to_have_text(re.compile(r"^idle, last seen (just now|\d+ min ago)$"))
+    assert not red(reach)
+    # what takes away looks destructive; what gives does not
+    assert red(row.get_by_role("button", name="Revoke"))
+    assert red(row.get_by_role("button", name="Deny"))
+    assert not red(row.get_by_role("button", name="Grant"))
+    # the search epoch is a time, not a count of milliseconds
+    epoch = page_.locator("#search-epoch")
+    expect(epoch).to_have_text(re.compile(r"\d{4}.*\((just now|\d+ (min|h|days) ago)\)$"))
+    assert not re.fullmatch(r"\d+", epoch.inner_text())
 
     # screenshots with a member on the roster, at a phone's width and a desktop's
     screenshots(page_, "dashboard")
 
     # a cancelled revoke changes nothing; a confirmed one cuts the phone off
     row.get_by_role("button", name="Revoke").click()
-    confirm = page_.get_by_role("dialog", name=f"Revoke {HOSTILE_NAME}")
+    confirm = page_.get_by_role("dialog", name=f"Revoke {SHOWN_NAME}")
     confirm.get_by_role("button", name="Cancel").click()
     expect(confirm).to_be_hidden()
     row.get_by_role("button", name="Revoke").click()
@@ -198,3 +232,30 @@ def test_the_json_endpoints_take_only_their_own_small_bodies(dashboard: Dashboar
     assert friend.json()["uri"].startswith("hearth://pair?")
     assert qr.headers["content-type"].startswith("image/svg+xml")
     assert qr.content.startswith(b"<svg") and b"viewBox" in qr.content
+
+
+def test_copy_buttons_and_a_pairing_dialog_that_fits_a_phone_and_a_laptop(
+    page: tuple[Page, Watch], dashboard: Dashboard
+) -> None:
+    page_, _ = page
+    expect(page_.locator("#peer-id")).to_have_text(dashboard.peer_id)
+    page_.get_by_role("button", name="Copy peer ID").click()
+    assert clipboard(page_) == dashboard.peer_id
+    for width, height in ((360, 640), (1280, 800)):
+        page_.set_viewport_size({"width": width, "height": height})
+        page_.get_by_role("button", name="Pair a device").click()
+        pair = page_.get_by_role("dialog", name="Pair a device")
+        pair.get_by_role("button", name="Create invite").click()
+        qr = pair.get_by_role("img", name="Pairing QR code")
+        expect(qr).to_be_visible()
+        box = qr.bounding_box()
+        assert box is not None and box["width"] >= 200
+        uri = pair.locator("code").inner_text()
+        pair.get_by_role("button", name="Copy URI").click()
+        assert clipboard(page_) == uri
+        close = pair.get_by_role("button", name="Close")
+        assert in_view(page_, close), f"Close is cut off at {width}x{height}"
+        assert in_view(page_, pair.get_by_role("button", name="Copy URI"))
+        page_.screenshot(path=SCREENSHOTS / f"dashboard-pair-{width}.png")
+        close.click()
+        expect(pair).to_be_hidden()

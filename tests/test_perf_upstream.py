@@ -10,9 +10,11 @@ import anyio
 import httpx
 import pytest
 
-from hearth.node.backends import MAX_STREAM_LINE, Conversation, OpenAIUpstream, _sse_data
-from hearth.protocol.model.runtime import Generation, Sampling
+from hearth.node.backends import Conversation, GenerationSettings
+from hearth.node.backends.upstream import MAX_STREAM_LINE, OpenAIUpstream, _sse_data
+from hearth.protocol.model.runtime import Generation
 from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.protocol.wire.messages import ChatMessage
 
 from .test_upstream import ScriptedServer, _sse
 
@@ -28,12 +30,11 @@ async def _stream(url: str) -> tuple[Generation, list[str]]:
     backend = OpenAIUpstream(url)
     try:
         result = await backend.generate(
-            Conversation(messages=[{"role": "user", "content": "hi"}], tools=[]),
+            Conversation(messages=[ChatMessage(role="user", content="hi")]),
             grammar=None,
-            max_tokens=400,
+            settings=GenerationSettings(400),
             on_text=on_text,
             cancel=anyio.Event(),
-            sampling=Sampling(),
         )
     finally:
         await backend.aclose()
@@ -102,13 +103,12 @@ def test_batched_thinking_and_answer_keep_their_order_and_sinks() -> None:
         backend = OpenAIUpstream(server.url)
         try:
             return await backend.generate(
-                Conversation(messages=[{"role": "user", "content": "hi"}], tools=[]),
+                Conversation(messages=[ChatMessage(role="user", content="hi")]),
                 grammar=None,
-                max_tokens=400,
+                settings=GenerationSettings(400),
                 on_text=on_text,
                 on_thinking=on_thinking,
                 cancel=anyio.Event(),
-                sampling=Sampling(),
             )
         finally:
             await backend.aclose()

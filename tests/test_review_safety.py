@@ -67,8 +67,8 @@ async def _hostile_lookup(ctx: ToolContext, **arguments: Any) -> Any:
 
 
 def test_a_resumed_plan_gets_back_the_taint_of_its_failed_steps(tmp_path) -> None:
-    """A hostile server's error taints the rest of the plan; resumed by a later
-    `--yes`, the plan must not lose that taint because the step was not `ok`."""
+    """A hostile server's error taints the rest of the session; resumed by a later
+    `--yes`, the next plan must not lose that taint because the step was not `ok`."""
     executor, _, data = make_executor(tmp_path)
     lookup = Tool(
         name="evil.lookup",
@@ -84,12 +84,12 @@ def test_a_resumed_plan_gets_back_the_taint_of_its_failed_steps(tmp_path) -> Non
     )
     executor.registry.add(lookup)
     executor.confirmer = ClosingTerminal()
-    plan = make_plan(
-        ("s1", "evil.lookup", {}, []),
-        ("s2", "message_send", {"to": "+15550199", "body": "hi"}, []),
-    )
+    # the next round's literal was written after the planner read the error
+    session = SessionState()
+    trio.run(lambda: executor.execute(make_plan(("s1", "evil.lookup", {}, [])), session))
+    plan = make_plan(("s1", "message_send", {"to": "+15550199", "body": "hi"}, []))
     with pytest.raises(TerminalClosed):
-        trio.run(lambda: executor.execute(plan, SessionState()))
+        trio.run(lambda: executor.execute(plan, session))
     later, asked, _ = make_executor(tmp_path, answer=True)  # an unrelated `hearth ask --yes`
     later.registry.add(lookup)
     assert trio.run(later.resume) == [plan.plan_id]

@@ -362,6 +362,7 @@ def test_yes_and_no_answer_for_the_served_command_line(scripted) -> None:
         assert out["plans"][0]["steps"][0]["status"] == status
 
 
+@pytest.mark.timing
 def test_ctrl_c_on_a_served_ask_exits_130(scripted) -> None:
     bench, _ = scripted
     bench.script.write_text(SEND_SCRIPT)
@@ -650,25 +651,32 @@ def test_no_command_works_in_process_beside_a_starting_companion(tmp_path) -> No
     assert code == 0 and out["nodes"] == [], out
 
 
-def test_no_companion_starts_beside_a_command_working_in_process(processes, tmp_path) -> None:
-    """A companion started while `hearth chat` (or an ask) works in-process would resume
-    that command's running plan as an interrupted one: it is refused instead."""
-    home = tmp_path / "home"
+def test_a_restarted_companion_waits_for_an_in_process_command_instead_of_exiting_busy(
+    tmp_path, processes
+) -> None:
+    """A companion restarted while an ask that fell back to its own process still works
+    (issue 33): it waits for it, then starts; it never resumes that ask's plan."""
+    home = tmp_path / "phone"
     cli("hearth", "init", "--json", "--home", str(home))
-    chat = processes.spawn(
-        str(BIN / "hearth"), "chat", "--home", str(home),
-        stdin=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    chat = processes.spawn(  # no companion: the chat works in its own process, holding the home
+        str(BIN / "hearth"), "chat", "--home", str(home), stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )  # fmt: skip
     wait_until(lambda: (home / "companion.lock").exists() and lock_is_shared(home), "the chat")
-    result = subprocess.run(
-        [str(BIN / "hearth"), "serve", "--home", str(home), "--api-port", "0"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert result.returncode == 5, result.stderr
-    assert "working in-process" in result.stderr
-    assert chat.stdin is not None
-    chat.stdin.close()  # Ctrl-D: the chat ends
-    assert chat.wait(timeout=60) == 0
+    log = tmp_path / "serve.log"
+    with log.open("w") as err:
+        serve = processes.spawn(
+            str(BIN / "hearth"), "serve", "--home", str(home), "--api-port", "0",
+            "--ready-file", str(tmp_path / "ready.json"), stderr=err,
+        )  # fmt: skip
+        wait_until(lambda: "waiting" in log.read_text() or serve.poll() is not None, "serve")
+        assert serve.poll() is None, log.read_text()  # not `busy` (exit 5): it waits
+        assert chat.stdin is not None
+        chat.stdin.close()  # the chat ends
+        assert chat.wait(timeout=60) == 0
+        wait_until(lambda: (tmp_path / "ready.json").exists(), "the companion serving")
+        os.kill(serve.pid, signal.SIGTERM)
+        assert serve.wait(timeout=30) == 0
 
 
 def test_the_ready_file_never_follows_a_planted_link(tmp_path) -> None:

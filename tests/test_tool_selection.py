@@ -134,3 +134,17 @@ def phone_registry(tmp_path) -> Registry:
     registry = Registry()
     register_builtin(registry, PhoneData(tmp_path))
     return registry
+
+
+def test_a_tool_a_later_step_needs_is_offered_with_its_family(phone_registry) -> None:
+    """"Move my 3 pm": the move, and the listing the plan reads first."""
+    selection = phone_registry.candidates("move my 3 pm to friday")
+    assert "calendar_move" in selection.matched
+    assert {"calendar_move", "calendar_list"} <= selection.offered
+
+
+def test_what_the_task_has_shown_points_to_more_tools(phone_registry) -> None:
+    asked = "reply to the last message from Alice"
+    shown = "Alice: can you put our lunch on the calendar?"
+    assert "calendar_create" not in phone_registry.candidates(asked).offered
+    assert "calendar_create" in phone_registry.candidates(asked, shown=shown).offered

@@ -60,6 +60,7 @@ def test_peer_with_the_key_but_off_the_roster_gets_no_stream(swarm, processes) -
     assert ping(processes, homes["phone"], peer_id, addr)["event"] == "pong"
 
 
+@pytest.mark.timing
 def test_kill_9_of_the_node_is_noticed_within_the_keepalive_bound(swarm, processes) -> None:
     homes, server, peer_id, addr = swarm
     watcher = processes.probe("watch", str(homes["phone"]), peer_id, addr, "--bound", "3")

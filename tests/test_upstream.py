@@ -10,12 +10,13 @@ import threading
 import anyio
 import pytest
 
-from hearth.node.backends import Conversation, OpenAIUpstream
+from hearth.node.backends import Conversation, GenerationSettings
+from hearth.node.backends.upstream import OpenAIUpstream
 from hearth.protocol.model.grammar import tool_grammar
-from hearth.protocol.model.runtime import Sampling
 from hearth.protocol.model.toolcalls import parse_generation
 from hearth.protocol.model.validate import validate_call
 from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.protocol.wire.messages import ChatMessage, FunctionSpec, ToolSpec
 
 from .nodes import init_phone, pair, start_node
 from .test_companion import hearth
@@ -60,11 +61,8 @@ SCHEMAS = {
 
 def _conversation() -> Conversation:
     return Conversation(
-        messages=[{"role": "user", "content": "note milk"}],
-        tools=[
-            {"type": "function", "function": {"name": n, "description": "", "parameters": s}}
-            for n, s in SCHEMAS.items()
-        ],
+        messages=[ChatMessage(role="user", content="note milk")],
+        tools=[ToolSpec(function=FunctionSpec(name=n, parameters=s)) for n, s in SCHEMAS.items()],
     )
 
 
@@ -78,10 +76,9 @@ async def _generate(backend: OpenAIUpstream, mode: str = "required"):  # type: i
         return await backend.generate(
             _conversation(),
             grammar=tool_grammar(SCHEMAS, mode, max_calls=2),  # type: ignore[arg-type]
-            max_tokens=96,
+            settings=GenerationSettings(96),
             on_text=on_text,
             cancel=anyio.Event(),
-            sampling=Sampling(),
         )
     finally:
         await backend.aclose()

@@ -1,7 +1,11 @@
 """The whole suite, three times in a row, with two CPU-burning processes beside it
 (not run by CI; for checking that no test leans on an idle machine).
 
-    .venv/bin/python tests/under_load.py [--runs 3] [--burners 2] [-- PYTEST ARGS...]
+    .venv/bin/python tests/under_load.py [--runs 3] [--burners 2] [--shard K/N] [-- PYTEST ARGS...]
+
+`--shard K/N` runs the K-th of N pieces of the suite (its test files, sorted by size and
+dealt out in turn, so the pieces take about as long), e.g. `--runs 1 --shard 1/4`: one
+piece that fits beside the burners on a 2-core machine.
 
 The burners are `stress-ng --cpu N` (Debian: `apt-get install -y stress-ng`), or N
 Python busy loops where stress-ng is missing. Each run's pytest summary line and
@@ -42,6 +46,18 @@ def stop(burners: list[subprocess.Popen[bytes]]) -> None:
         proc.wait(timeout=10)
 
 
+def shard_files(spec: str) -> list[str]:
+    """The test files of shard `K/N`: every file sorted by size, the K-th of each N."""
+    k, _, n = spec.partition("/")
+    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise SystemExit(f"--shard {spec}: expected K/N with 1 <= K <= N")
+    files = sorted(
+        (p for p in (ROOT / "tests").rglob("test_*.py") if "node_modules" not in p.parts),
+        key=lambda p: (-p.stat().st_size, p.name),
+    )
+    return [str(p.relative_to(ROOT)) for p in files[int(k) - 1 :: int(n)]]
+
+
 def summary(output: str) -> str:
     lines = [
         line
@@ -55,8 +71,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--burners", type=int, default=2)
+    parser.add_argument("--shard", help="K/N: the K-th of N pieces of the suite")
     parser.add_argument("pytest_args", nargs="*")
     args = parser.parse_args()
+    if args.shard:
+        args.pytest_args = [*shard_files(args.shard), *args.pytest_args]
     burners = start_burners(args.burners)
     kind = "stress-ng" if shutil.which("stress-ng") else "python busy loops"
     print(f"{args.burners} CPU burners running ({kind})", flush=True)

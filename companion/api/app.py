@@ -23,6 +23,7 @@ from starlette.staticfiles import StaticFiles
 
 from hearth.protocol.web import guard, serve
 
+from ..serve import TOKEN_NAME
 from . import native, openai
 from .errors import ApiError
 from .streams import Slots
@@ -74,5 +75,8 @@ async def serve_api(
 ) -> None:
     """Serve the API on 127.0.0.1:`port` (0: a free one) until cancelled; `task_status`
     gets the port actually bound."""
-    app = guard(build_app(service), token=token, cookie=SESSION_COOKIE, login_page=True)
+    app = guard(
+        build_app(service), token=token, cookie=SESSION_COOKIE, login_page=True,
+        token_file=service.home / TOKEN_NAME,
+    )  # fmt: skip
     await serve(app, port, task_status=task_status)

@@ -6,17 +6,19 @@ requests, then one `answer` or `error`. A confirmation is answered with
 `POST /api/confirm/{confirm_id}` `{"approve": true|false}`; one not answered within the
 relay's bound, or whose client went away, is refused. `GET /api/status`, `/api/tools`,
 `/api/audit?verify=true`, `/api/conversations[/{id}]`, `/api/inbox` and
-`POST /api/search` answer with the `--json` object of the matching command. Errors are
+`POST /api/search` answer with the `--json` object of the matching command;
+`POST /api/conversations/{id}/rename` `{"title"}` and `POST /api/conversations/{id}/delete`
+rename and forget a conversation (the chat page's list). Errors are
 `{"error": {"code", "message"}}` with the code's HTTP status.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import anyio
-from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError
+from pydantic import BaseModel, ConfigDict, StrictBool, StringConstraints, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -52,6 +54,15 @@ class ConfirmBody(BaseModel):
 
 class Answered(BaseModel):
     answered: bool
+
+
+class RenameBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    title: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+
+
+class Deleted(BaseModel):
+    deleted: bool
 
 
 def error_response(exc: ApiError) -> JSONResponse:
@@ -117,6 +128,8 @@ class NativeApi:
             Route("/api/search", op(search), methods=["POST"]),
             Route("/api/conversations", op(fixed(ConversationsOp())), methods=["GET"]),
             Route("/api/conversations/{conversation_id}", op(conversation), methods=["GET"]),
+            Route("/api/conversations/{conversation_id}/rename", self.rename, methods=["POST"]),
+            Route("/api/conversations/{conversation_id}/delete", self.delete, methods=["POST"]),
         ]
 
     def result(self, op: Op) -> Response:
@@ -191,3 +204,22 @@ class NativeApi:
         except ApiError as exc:
             return error_response(exc)
         return JSONResponse(Answered(answered=True).model_dump())
+
+    async def rename(self, request: Request) -> Response:
+        try:
+            body = await typed_body(request, RenameBody, limit=1024)
+            summary = self.service.conversations.rename(
+                request.path_params["conversation_id"], body.title
+            )
+        except ApiError as exc:
+            return error_response(exc)
+        except HearthError as exc:
+            return error_response(ApiError.of(exc))
+        return JSONResponse(summary.model_dump(mode="json"))
+
+    async def delete(self, request: Request) -> Response:
+        try:
+            self.service.conversations.delete(request.path_params["conversation_id"])
+        except HearthError as exc:
+            return error_response(ApiError.of(exc))
+        return JSONResponse(Deleted(deleted=True).model_dump())

@@ -10,6 +10,7 @@
     tier = "read-only"
     control_args = ["path"]
     private = true
+    key_fields = ["id"]          # a `$ref` selection may pick these as the owner's ids
 
 Each server's tools are mounted as `<server>.<tool>`. The phone trusts a server about
 nothing: its tool is irreversible and open-world, takes only the arguments its schema
@@ -68,6 +69,7 @@ class ToolRules(BaseModel):
     control_args: list[str] | None = None
     private: bool = False  # its results are private data
     open_world: bool | None = None  # default: closed only when the owner says read-only
+    key_fields: list[str] = []  # fields of its entries that name the owner's objects (ids)
 
 
 class McpServer(BaseModel):
@@ -456,6 +458,7 @@ def _tool(link: _Link, tool: Any) -> Tool:
         schema=schema,
         source=f"mcp:{server.name}",
         untrusted_results=True,
+        key_fields=frozenset(rules.key_fields),
     )
     try:
         built.spec()  # a name or schema that cannot travel is refused here, not mid-request

@@ -82,6 +82,9 @@ class Tool:
     untrusted_results: bool = False
     schema: dict[str, Any] = field(default_factory=dict)
     overwrites: Callable[[dict[str, Any]], bool] | None = None  # validated arguments
+    key_fields: frozenset[str] = frozenset()
+    """Fields of its results' entries that name an object of the owner's data (an event's
+    id): selected by trusted criteria, such a field is trusted (see the executor)."""
 
     def __post_init__(self) -> None:
         if self.args_model is not None:
@@ -174,6 +177,7 @@ class Registry:
         private: bool = False,
         untrusted_results: bool = False,
         overwrites: Callable[[dict[str, Any]], bool] | None = None,
+        keys: tuple[str, ...] = (),
     ) -> Callable[[Handler], Handler]:
         """Register an async function `(ctx, **args)` as a tool; its docstring describes it."""
 
@@ -191,6 +195,7 @@ class Registry:
                     args_model=args_model_of(fn, name),
                     untrusted_results=untrusted_results,
                     overwrites=overwrites,
+                    key_fields=frozenset(keys),
                 )
             )
             return fn
@@ -211,9 +216,9 @@ class Registry:
     def specs(self, names: set[str] | None = None) -> list[ToolSpec]:
         return [t.spec() for n, t in self.tools.items() if names is None or n in names]
 
-    def candidates(self, text: str, among: set[str] | None = None) -> Selection:
-        """The tools (of `among`, default all) a request may need; all of them when
-        its text points to none (see `selection`)."""
+    def candidates(self, text: str, among: set[str] | None = None, shown: str = "") -> Selection:
+        """The tools (of `among`, default all) a request may need, given what the task
+        has `shown` so far; all of them when its text points to none (see `selection`)."""
         return select(
             text,
             {
@@ -221,6 +226,7 @@ class Registry:
                 for n, t in self.tools.items()
                 if among is None or n in among
             },
+            shown=shown,
         )
 
     def manifest(self) -> list[dict[str, Any]]:
@@ -232,6 +238,7 @@ class Registry:
                 "annotations": t.annotations.as_dict(),
                 "control_args": sorted(t.control_args),
                 "private": t.private,
+                "key_fields": sorted(t.key_fields),
                 "source": t.source,
                 "schema": t.schema,
             }

@@ -14,7 +14,10 @@ cannot be judged and stays a candidate. Shared trigrams rank; they are no eviden
 their own: a candidate must share a word, or a longer word's first five letters, with
 the request (in a registry of eight or more tools, words most tools use do not count).
 When nothing matches, every tool allowed is offered: selection narrows only on
-evidence.
+evidence. A tool offered brings its family (the other tools of its MCP server, or the
+built-ins sharing its name's first word: `calendar_list` brings `calendar_move`), and
+what the task has shown so far (earlier turns, documents, results) may point to more,
+so a tool a later step needs is offered by then.
 
 Measured on BFCL v4 (tests/test_tool_selection.py): the right tools are among the
 candidates in ≥ 99.5% of the multi-function cases.
@@ -66,24 +69,53 @@ def tool_text(name: str, description: str, schema: Mapping[str, Any]) -> str:
     return " ".join(parts)[:MAX_TEXT]
 
 
-def select(text: str, tools: Mapping[str, str], thresholds: Thresholds = Thresholds()) -> Selection:
-    """Candidates among `tools` (name → `tool_text`) for the request `text`."""
+def select(
+    text: str,
+    tools: Mapping[str, str],
+    thresholds: Thresholds = Thresholds(),
+    *,
+    shown: str = "",
+) -> Selection:
+    """Candidates among `tools` (name → `tool_text`) for the request `text`; `shown` is
+    what the task has shown so far (earlier turns, documents, results): the tools it
+    points to are offered too. Each tool offered brings its family (see `family`), so a
+    tool a later step needs (the write after the read) is offered by then."""
+    names = list(tools)
+    everything = Selection(frozenset(names), frozenset())
+    matched = _matched(text, tools, thresholds)
+    if not matched:
+        return everything
+    seen = _matched(shown, tools, thresholds) if shown else set()
+    kin = {family(n) for n in matched | seen}
+    offered = matched | seen | {n for n in names if family(n) in kin}
+    return Selection(frozenset(offered), frozenset(matched))
+
+
+def family(name: str) -> str:
+    """The domain a tool belongs to: an MCP tool's server (`work` of `work.send_email`),
+    else its name up to the first `_` (`calendar` of `calendar_move`)."""
+    if "." in name:
+        return name.split(".", 1)[0]
+    return name.split("_", 1)[0]
+
+
+def _matched(text: str, tools: Mapping[str, str], thresholds: Thresholds) -> set[str]:
+    """The tools `text` points to (none when nothing matched)."""
     import bm25s  # imports scipy: only when a request is routed
 
     names = list(tools)
-    everything = Selection(frozenset(names), frozenset())
     if not names:
-        return everything
+        return set()
     docs = [tokens(tools[n]) for n in names]
     index = bm25s.BM25()
     index.index(docs, show_progress=False)
     query = [t for t in tokens(text[:MAX_TEXT]) if t in index.vocab_dict]
     if not query:
-        return everything
+        return set()
     scores = index.get_scores(query)
     best = float(scores.max())
     if best <= 0:
-        return everything
+        return set()
     chosen = {n for n, s in zip(names, scores, strict=True) if s >= thresholds.relative * best}
     vocabularies = [set(d) for d in docs]
     while query:  # each round: the tool explaining most of what is still unexplained
@@ -96,9 +128,7 @@ def select(text: str, tools: Mapping[str, str], thresholds: Thresholds = Thresho
     chosen = _with_evidence(text, chosen, tools, thresholds)
     unjudged = _scripts(text, thresholds.script_share)
     chosen |= {n for n in names if not unjudged <= _scripts(tools[n], 0)}
-    if not chosen:
-        return everything
-    return Selection(frozenset(chosen), frozenset(chosen))
+    return chosen
 
 
 def _with_evidence(

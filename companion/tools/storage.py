@@ -13,6 +13,8 @@ from typing import Any
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
+from ..faults import pause_after_write
+
 
 @dataclass(frozen=True)
 class PhoneData:
@@ -41,8 +43,22 @@ class PhoneData:
         write_atomic(self._done_path(key), json.dumps(result))
         return result
 
-    def _done_path(self, key: str) -> Path:
-        return private_dir(self.path("done")) / hashlib.sha256(key.encode()).hexdigest()[:32]
+    def intend(self, key: str, result: dict[str, Any]) -> None:
+        """Remember, before acting, what the write with key `key` is about to do: a rerun
+        that finds the effect in place knows this write made it."""
+        write_atomic(self._done_path(key, ".intent"), json.dumps(result))
+
+    def intended(self, key: str) -> dict[str, Any] | None:
+        """What `intend` remembered for `key`, if anything."""
+        path = self._done_path(key, ".intent")
+        if not path.exists():
+            return None
+        result: dict[str, Any] = json.loads(path.read_text())
+        return result
+
+    def _done_path(self, key: str, suffix: str = "") -> Path:
+        name = hashlib.sha256(key.encode()).hexdigest()[:32] + suffix
+        return private_dir(self.path("done")) / name
 
     def inside_sandbox(self, relative: str) -> Path:
         """`relative` resolved inside the sandbox; a path outside it is refused."""
@@ -70,3 +86,4 @@ def write_atomic(path: Path, text: str) -> None:
         os.fchmod(f.fileno(), 0o600)  # an older temporary file may have had another mode
         f.write(text)
     os.replace(tmp, path)
+    pause_after_write(path)  # tests only: see faults.py

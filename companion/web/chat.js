@@ -1,43 +1,67 @@
-// The chat page: asks stream from POST /api/ask as server-sent events; everything shown
-// (answers, names, reasons, arguments, search results) is inserted as text, never HTML.
+// The chat page: asks stream from POST /api/ask as server-sent events. Answers are
+// Markdown rendered by the vendored markdown-it (raw HTML off, images off) and sanitised
+// by the vendored DOMPurify; everything else shown (names, reasons, arguments, search
+// results) is inserted as text, never HTML. Every text has its bidi and invisible
+// characters made visible (`visible`, before Markdown is rendered).
 "use strict";
 
 const STATUS_MS = 15000;
-// KEY, $, showError and call come from /hearth.js.
-const state = { conversation: null, homes: new Map(), confirms: [], open: null, busy: false };
+const LISTED = 50; // conversations listed at once (the newest; search finds the rest)
+const SHORT_REASON = 40; // characters of a route's reason that need no "why"
+// KEY, $, visible, el, copyButton, showError and call come from /hearth.js.
+const state = {
+  conversation: null, homes: new Map(), confirms: [], open: null, busy: false,
+  conversations: [],
+};
 
-function el(tag, text, className) {
-  const node = document.createElement(tag);
-  if (text !== undefined) node.textContent = text;
-  if (className) node.className = className;
-  return node;
-}
+// -- Markdown ----------------------------------------------------------------------
+const markdown = window.markdownit({ html: false, linkify: false, typographer: false });
+markdown.disable("image"); // no picture from elsewhere: `![alt](url)` stays a link
 
-// Control and format characters (bidi overrides, zero widths, line separators) written as
-// \uXXXX escapes, as the CLI shows them: no value can reorder or hide what a dialog says.
-// Inside JSON text the escapes keep it valid JSON for the very same value.
-function visible(text) {
-  const escape = (unit) => `\\u${unit.toString(16).padStart(4, "0")}`;
-  return text.replace(/[^\n\t\P{Cc}]|[\p{Cf}\p{Zl}\p{Zp}]/gu,
-    (ch) => Array.from({ length: ch.length }, (_, i) => escape(ch.charCodeAt(i))).join(""));
+// `source` (an answer's Markdown) as sanitised nodes: links show where they go and open
+// in a new tab without a referrer; code blocks get a "Copy code" button.
+function rendered(source) {
+  const html = markdown.render(visible(source));
+  const fragment = DOMPurify.sanitize(html, {
+    RETURN_DOM_FRAGMENT: true, FORBID_TAGS: ["img", "style", "form", "input", "svg", "math"],
+    FORBID_ATTR: ["style", "class", "id"],
+  });
+  for (const link of fragment.querySelectorAll("a")) {
+    const target = link.getAttribute("href") || "";
+    link.setAttribute("rel", "noopener noreferrer");
+    link.setAttribute("target", "_blank");
+    link.setAttribute("title", target);
+    if (link.textContent.trim() !== target) link.after(el("span", ` (${target})`, "href"));
+  }
+  for (const block of fragment.querySelectorAll("pre")) {
+    const code = block.textContent;
+    const wrap = el("div", undefined, "code");
+    block.replaceWith(wrap);
+    wrap.append(copyButton("Copy code", () => code), block);
+  }
+  return fragment;
 }
 
 // -- home status -------------------------------------------------------------------
+// One line: `Home: reachable, direct, 29 ms`, `Home: reachable, relayed via NAME, 80 ms`,
+// `Home: unreachable — connection refused`, `Home: not paired`.
+function statusLine(home) {
+  if (!home) return "Home: not paired";
+  if (!home.reachable) {
+    return `Home: unreachable — ${(home.reason || "no answer").replace(/^unreachable: /, "")}`;
+  }
+  const path = home.relay ? `relayed via ${home.relay}` : "direct";
+  return `Home: reachable, ${path}${home.latency_ms != null ? `, ${Math.round(home.latency_ms)} ms` : ""}`;
+}
+
 async function refreshStatus() {
   try {
     const status = await call("/api/status");
     state.homes = new Map(status.nodes.map((n) => [n.peer_id, n]));
-    const home = status.nodes[0];
-    let line = "Home: not paired";
-    if (home) {
-      const name = home.name || home.peer_id;
-      line = home.reachable
-        ? `Home ${name}: reachable${home.latency_ms != null ? ` (${Math.round(home.latency_ms)} ms)` : ""}`
-        : `Home ${name}: unreachable: ${home.reason}`;
-    }
-    $("home").textContent = line;
+    const home = status.nodes.find((n) => n.roles.includes("home")) || status.nodes[0];
+    $("home").textContent = visible(statusLine(home));
   } catch (error) {
-    $("home").textContent = `Home: ${error.message}`;
+    $("home").textContent = visible(`Home: ${error.message}`);
   }
 }
 
@@ -46,34 +70,62 @@ function routeLabel(route, planner, escalated, deferred) {
   if (deferred) return "waiting for home";
   if (route === "local") return "local";
   if (escalated) return "escalated";
-  if (!planner || state.homes.has(planner) || state.homes.size === 0) return "home";
-  return `friend ${planner.slice(0, 16)}`;
+  const node = state.homes.get(planner);
+  if (!planner || (node && node.roles.includes("home"))) return "home";
+  return `friend ${(node && node.name) || planner.slice(0, 16)}`;
 }
 
 class Turn {
-  constructor(text) {
+  constructor(text, regenerate) {
+    this.text = text;
+    this.source = "";
+    this.answers = []; // this request's answers, oldest first (Regenerate adds one)
     this.article = el("article");
     this.article.setAttribute("aria-busy", "true");
     this.article.append(el("p", text, "you"));
-    this.route = el("p", "", "route");
+    this.route = el("div", "", "route");
     this.routeName = el("strong");
     this.reason = el("span", "", "reason");
-    this.route.append(this.routeName, this.reason);
+    this.more = el("details", undefined, "why");
+    this.more.append(el("summary", "why"), el("p"));
+    this.route.append(this.routeName, this.reason, this.more);
     this.route.hidden = true;
     this.steps = el("ol", undefined, "steps");
     this.steps.setAttribute("aria-label", "Plan steps");
     this.steps.hidden = true;
     this.answer = el("div", "", "answer");
-    this.article.append(this.route, this.steps, this.answer);
+    this.tools = el("div", undefined, "actions turn-actions");
+    this.stop = el("button", "Stop", "quiet small danger");
+    this.stop.type = "button";
+    this.copy = copyButton("Copy", () => this.source);
+    this.again = el("button", "Regenerate", "quiet small");
+    this.again.type = "button";
+    this.again.addEventListener("click", () => regenerate(this));
+    this.siblings = el("span", "", "siblings");
+    this.tools.append(this.stop, this.copy, this.again, this.siblings);
+    this.article.append(this.route, this.steps, this.answer, this.tools);
     this.stepItems = new Map();
+    this.streaming(true);
     $("transcript").append(this.article);
   }
 
+  // While an answer streams only Stop is offered; once it is done, Copy and Regenerate.
+  streaming(on) {
+    this.stop.hidden = !on;
+    this.copy.hidden = on;
+    this.again.hidden = on;
+    this.article.setAttribute("aria-busy", on ? "true" : "false");
+  }
+
+  // The route, and the router's reason on one line; a longer reason in full under "why".
   setRoute(route, planner, escalated, deferred, reason) {
     const label = routeLabel(route, planner, escalated, deferred);
-    this.routeName.textContent = label;
+    this.routeName.textContent = visible(label);
     this.article.dataset.route = label;
-    this.reason.textContent = reason ? ` ${reason}` : "";
+    const full = visible(reason || "");
+    this.reason.textContent = full;
+    this.more.lastChild.textContent = full;
+    this.more.hidden = full.length <= SHORT_REASON;
     this.route.hidden = false;
   }
 
@@ -92,7 +144,11 @@ class Turn {
   }
 
   token(text) {
-    this.answer.append(document.createTextNode(text));
+    if (!this.answer.classList.contains("streaming")) {
+      this.answer.replaceChildren();
+      this.answer.classList.add("streaming");
+    }
+    this.answer.append(document.createTextNode(visible(text)));
   }
 
   finish(result) {
@@ -102,17 +158,38 @@ class Turn {
         this.setStep(plan.plan_id, step.id, step.tool, step.status, step.error);
       }
     }
-    this.answer.textContent = result.answer;
+    this.answers.push(result.answer);
+    this.show(this.answers.length - 1);
     this.done();
   }
 
-  fail(message) {
-    this.article.append(el("p", message, "turn-error"));
+  // Show the `index`th answer (a regenerated one is a sibling of the first).
+  show(index) {
+    this.source = this.answers[index];
+    this.answer.classList.remove("streaming");
+    this.answer.replaceChildren(rendered(this.source));
+    this.siblings.replaceChildren();
+    if (this.answers.length < 2) return;
+    const step = (by, label) => {
+      const b = el("button", label, "quiet small");
+      b.type = "button";
+      b.setAttribute("aria-label", by < 0 ? "Previous answer" : "Next answer");
+      b.disabled = !this.answers[index + by];
+      b.addEventListener("click", () => this.show(index + by));
+      return b;
+    };
+    this.siblings.append(step(-1, "‹"), el("span", `answer ${index + 1} of ${this.answers.length}`),
+      step(1, "›"));
+  }
+
+  fail(message, stopped = false) {
+    if (this.answers.length) this.show(this.answers.length - 1);
+    this.article.append(el("p", message, stopped ? "turn-stopped" : "turn-error"));
     this.done();
   }
 
   done() {
-    this.article.setAttribute("aria-busy", "false");
+    this.streaming(false);
   }
 }
 
@@ -143,8 +220,15 @@ function handle(turn, type, event) {
   }
 }
 
-async function ask(text) {
-  const turn = new Turn(text);
+// Ask `text` in the open conversation; its answer goes to `turn` (a new one, or the turn
+// being regenerated). Stop aborts the request: the companion sees the hang-up and tells
+// the node to stop.
+async function ask(text, turn = new Turn(text, regenerate)) {
+  const stopper = new AbortController();
+  const onStop = () => stopper.abort();
+  turn.stop.addEventListener("click", onStop);
+  turn.streaming(true);
+  turn.article.querySelectorAll(".turn-error, .turn-stopped").forEach((p) => p.remove());
   state.busy = true;
   $("send").disabled = true;
   try {
@@ -152,6 +236,7 @@ async function ask(text) {
       method: "POST",
       headers: { "Content-Type": "application/json", "X-Hearth-Key": KEY },
       body: JSON.stringify({ text, route: $("route").value, conversation_id: state.conversation }),
+      signal: stopper.signal,
     });
     if (!response.ok) {
       const data = await response.json();
@@ -180,12 +265,20 @@ async function ask(text) {
     }
     if (turn.article.getAttribute("aria-busy") === "true") turn.fail("the answer stream ended early");
   } catch (error) {
-    turn.fail(error.message);
+    if (stopper.signal.aborted) turn.fail("Stopped: the home node was told to stop.", true);
+    else turn.fail(error.message);
   } finally {
+    turn.stop.removeEventListener("click", onStop);
     state.busy = false;
     $("send").disabled = false;
     loadConversations();
   }
+}
+
+// Regenerate: the same request asked again; the new answer is kept beside the first.
+function regenerate(turn) {
+  if (state.busy) return;
+  ask(turn.text, turn);
 }
 
 // -- confirmations: one dialog at a time, arguments as plain text ----------------------
@@ -194,12 +287,11 @@ function nextConfirm() {
   const event = state.confirms.shift();
   state.open = event;
   const what = event.tool || (event.kind === "plan" ? "plan" : event.kind);
-  $("confirm-title").textContent = `Confirm ${what}`;
+  $("confirm-title").textContent = visible(`Confirm ${what}`);
   $("confirm-summary").textContent = visible(event.summary);
   $("confirm-args").textContent = visible(JSON.stringify(event.arguments, null, 2));
   const sources = Object.entries(event.tainted);
-  $("confirm-sources").replaceChildren(
-    ...sources.map(([arg, from]) => el("li", visible(`${arg}: ${from}`))));
+  $("confirm-sources").replaceChildren(...sources.map(([arg, from]) => el("li", `${arg}: ${from}`)));
   $("confirm-taint").hidden = sources.length === 0;
   $("confirm").returnValue = "";
   $("confirm").showModal();
@@ -220,23 +312,87 @@ $("confirm").addEventListener("close", async () => {
   nextConfirm();
 });
 
-// -- conversations -----------------------------------------------------------------
+// -- conversations: the newest 50, a filter over all of them, rename and delete ------
 async function loadConversations() {
   try {
     const { conversations } = await call("/api/conversations");
-    $("conversations").replaceChildren(...conversations.map((c) => {
-      const item = el("li");
-      const open = el("button", c.title || "(untitled)", "link");
-      open.type = "button";
-      if (c.id === state.conversation) open.setAttribute("aria-current", "true");
-      open.addEventListener("click", () => openConversation(c.id));
-      item.append(open);
-      return item;
-    }));
+    state.conversations = conversations;
+    listConversations();
   } catch (error) {
     showError(`Conversations: ${error.message}`);
   }
 }
+
+function listConversations() {
+  const wanted = $("filter").value.trim().toLowerCase();
+  const matching = state.conversations.filter(
+    (c) => !wanted || (c.title || "").toLowerCase().includes(wanted));
+  const shown = matching.slice(0, LISTED);
+  $("conversations").replaceChildren(...shown.map(conversationItem));
+  $("conversations-note").textContent = matching.length > shown.length
+    ? `The newest ${shown.length} of ${matching.length}: search finds the others.`
+    : wanted ? `${matching.length} found` : "";
+}
+
+function conversationItem(c) {
+  const item = el("li");
+  const title = c.title || "(untitled)";
+  const open = el("button", title, "link");
+  open.type = "button";
+  if (c.id === state.conversation) open.setAttribute("aria-current", "true");
+  open.addEventListener("click", () => openConversation(c.id));
+  const rename = el("button", "Rename", "quiet small");
+  rename.type = "button";
+  rename.setAttribute("aria-label", `Rename ${visible(title)}`);
+  rename.addEventListener("click", () => renameConversation(c));
+  const remove = el("button", "Delete", "quiet small danger");
+  remove.type = "button";
+  remove.setAttribute("aria-label", `Delete ${visible(title)}`);
+  remove.addEventListener("click", () => deleteConversation(c));
+  const tools = el("span", undefined, "actions");
+  tools.append(rename, remove);
+  item.append(open, tools);
+  return item;
+}
+
+function renameConversation(c) {
+  $("rename-title").value = c.title || "";
+  $("rename").returnValue = "";
+  $("rename").dataset.id = c.id;
+  $("rename").showModal();
+}
+
+$("rename").addEventListener("close", async () => {
+  if ($("rename").returnValue !== "save") return;
+  try {
+    await call(`/api/conversations/${encodeURIComponent($("rename").dataset.id)}/rename`,
+      { title: $("rename-title").value });
+  } catch (error) {
+    showError(`Rename: ${error.message}`);
+  }
+  loadConversations();
+});
+
+function deleteConversation(c) {
+  $("delete-text").textContent = visible(`“${c.title || "(untitled)"}” and its turns are deleted.`);
+  $("delete").returnValue = "";
+  $("delete").dataset.id = c.id;
+  $("delete").showModal();
+}
+
+$("delete").addEventListener("close", async () => {
+  if ($("delete").returnValue !== "delete") return;
+  const id = $("delete").dataset.id;
+  try {
+    await call(`/api/conversations/${encodeURIComponent(id)}/delete`, {});
+    if (state.conversation === id) startNew();
+  } catch (error) {
+    showError(`Delete: ${error.message}`);
+  }
+  loadConversations();
+});
+
+$("filter").addEventListener("input", listConversations);
 
 async function openConversation(id) {
   try {
@@ -244,23 +400,24 @@ async function openConversation(id) {
     state.conversation = detail.id;
     $("transcript").replaceChildren();
     for (const t of detail.turns) {
-      const turn = new Turn(t.text);
+      const turn = new Turn(t.text, regenerate);
       turn.finish({ route: t.route === "remote" ? "remote" : "local", planner: t.planner,
         escalated: false, deferred: false, reason: "", plans: t.plans, answer: t.answer });
     }
-    loadConversations();
+    listConversations();
     $("message").focus();
   } catch (error) {
     showError(`Conversation: ${error.message}`);
   }
 }
 
-$("new").addEventListener("click", () => {
+function startNew() {
   state.conversation = null;
   $("transcript").replaceChildren();
-  loadConversations();
+  listConversations();
   $("message").focus();
-});
+}
+$("new").addEventListener("click", startNew);
 
 // -- composer ----------------------------------------------------------------------
 $("composer").addEventListener("submit", (event) => {
@@ -293,21 +450,22 @@ $("search-form").addEventListener("submit", async (event) => {
       return item;
     }));
   } catch (error) {
-    $("search-note").textContent = error.message;
+    $("search-note").textContent = visible(error.message);
   }
 });
 
 async function loadAudit(verify) {
   try {
     const audit = await call(`/api/audit?verify=${verify}`);
-    $("audit-state").textContent = audit.verified == null ? `${audit.records.length} record(s)`
+    $("audit-state").textContent = visible(audit.verified == null
+      ? `${audit.records.length} record(s)`
       : audit.verified ? `${audit.records.length} record(s), verified: the chain is intact`
-      : `NOT verified: ${audit.problem || "the chain is broken"}`;
+      : `NOT verified: ${audit.problem || "the chain is broken"}`);
     $("audit").replaceChildren(...audit.records.slice(-50).reverse().map((r) =>
       el("li", `#${r.seq} ${new Date(r.time * 1000).toLocaleString()} ${r.step}: ${r.decision}` +
         `${r.outcome ? `, ${r.outcome}` : ""}${r.reason ? ` (${r.reason})` : ""}`)));
   } catch (error) {
-    $("audit-state").textContent = error.message;
+    $("audit-state").textContent = visible(error.message);
   }
 }
 $("audit-panel").addEventListener("toggle", () => { if ($("audit-panel").open) loadAudit(false); });

@@ -10,6 +10,8 @@ export CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
 export SODIUM_INSTALL=system
 python -m venv "$HOME/.hearth-venv"
 "$HOME/.hearth-venv/bin/pip" install --upgrade pip
+echo "Building Hearth: pip compiles llama.cpp (llama-cpp-python) from C++ source, roughly"
+echo "15-40 minutes on a phone, with no output while it compiles. Keep Termux in front."
 "$HOME/.hearth-venv/bin/pip" install "$SRC"
 mkdir -p "$HOME/bin"
 for cmd in hearth; do ln -sf "$HOME/.hearth-venv/bin/$cmd" "$HOME/bin/$cmd"; done

@@ -1,15 +1,16 @@
 // The node dashboard: polls /api/status, renders it as text (never as HTML: names,
-// reasons and model names come from peers), and drives the roster and pairing dialogs.
+// reasons and model names come from peers; bidi and invisible characters made visible),
+// and drives the roster and pairing dialogs.
 "use strict";
 
 const POLL_MS = 5000;
-// KEY, $, showError and call come from /hearth.js.
+// KEY, $, visible, el, copyButton, ago, showError and call come from /hearth.js.
 const ROLES = ["phone", "home", "relay", "search-relay", "search-exit", "planner"];
 let lastMembers = "";
 let countdown = null;
 
 function text(id, value) {
-  $(id).textContent = value;
+  $(id).textContent = visible(value);
 }
 
 function counts(map) {
@@ -19,29 +20,34 @@ function counts(map) {
 
 function list(id, items) {
   const target = $(id);
-  target.replaceChildren(...items.map((item) => {
-    const li = document.createElement("li");
-    li.textContent = item;
-    return li;
-  }));
+  target.replaceChildren(...items.map((item) => el("li", item)));
 }
 
 function cell(row, value, label, className) {
-  const td = document.createElement("td");
+  const td = el("td", value, className);
   td.setAttribute("role", "cell");
   td.dataset.label = label;
-  if (className) td.className = className;
-  td.textContent = value;
   row.append(td);
   return td;
 }
 
-function button(label, onClick) {
-  const b = document.createElement("button");
+function button(label, onClick, className) {
+  const b = el("button", label, className);
   b.type = "button";
-  b.textContent = label;
   b.addEventListener("click", onClick);
   return b;
+}
+
+// A member's reachability: a phone that is not connected is idle, not failing (phones
+// dial in), so it is shown plainly with when it was last heard from.
+function reachability(peer) {
+  if (peer.reachable) return ["yes", ""];
+  if (peer.roles.includes("phone")) {
+    const seen = peer.last_seen_s == null ? "not seen since the node started"
+      : `last seen ${ago(peer.last_seen_s)}`;
+    return [`idle, ${seen}`, "idle"];
+  }
+  return [`no: ${peer.reason}`, "unreachable"];
 }
 
 function renderMembers(peers) {
@@ -57,15 +63,15 @@ function renderMembers(peers) {
     cell(row, peer.name || "(no name)", "Name");
     cell(row, peer.peer_id, "Peer ID", "id");
     cell(row, peer.roles.join(", ") || "none", "Roles");
-    cell(row, peer.reachable ? "yes" : `no: ${peer.reason}`, "Reachable",
-      peer.reachable ? "" : "unreachable");
+    const [reach, look] = reachability(peer);
+    cell(row, reach, "Reachable", look);
     const actions = cell(row, "", "Actions");
     const group = document.createElement("div");
     group.className = "actions";
     group.append(
-      button("Grant", () => confirmRole("grant", peer)),
-      button("Deny", () => confirmRole("deny", peer)),
-      button("Revoke", () => confirmRevoke(peer)),
+      button("Grant", () => confirmRole("grant", peer), "quiet small"),
+      button("Deny", () => confirmRole("deny", peer), "quiet small danger"),
+      button("Revoke", () => confirmRevoke(peer), "small danger"),
     );
     actions.append(group);
     return row;
@@ -96,7 +102,9 @@ function render(status) {
     `${relay}: ${held.circuits.length ? `${held.circuits.length} circuit address(es)` : held.problem || "no circuit yet"}`);
   list("relays", relays.length ? relays : ["none"]);
   const search = status.search;
-  text("search-epoch", String(search.epoch));
+  // an epoch is numbered by its start, in milliseconds since 1970
+  const started = new Date(search.epoch);
+  text("search-epoch", `${started.toLocaleString()} (${ago((Date.now() - search.epoch) / 1000)})`);
   text("search-known", String(search.known_nodes.length));
   text("search-served", counts(search.served));
   text("search-dropped", counts(search.dropped));
@@ -116,9 +124,10 @@ async function refresh() {
 // -- roster: every change is confirmed in a dialog ---------------------------------
 let pending = null;
 
-function openConfirm(title, message, roles, action) {
+function openConfirm(title, message, roles, action, destructive) {
   text("confirm-title", title);
   text("confirm-text", message);
+  $("confirm-ok").className = destructive ? "danger" : "";
   const select = $("confirm-role");
   select.replaceChildren(...roles.map((role) => new Option(role, role)));
   $("confirm-role-row").hidden = roles.length === 0;
@@ -136,14 +145,14 @@ function confirmRole(op, peer) {
   }
   const title = op === "grant" ? `Grant a role to ${who}` : `Deny a role to ${who}`;
   openConfirm(title, `Member ${peer.peer_id}`, roles,
-    (role) => call(`/api/${op}`, { peer: peer.peer_id, role }));
+    (role) => call(`/api/${op}`, { peer: peer.peer_id, role }), op === "deny");
 }
 
 function confirmRevoke(peer) {
   const who = peer.name || peer.peer_id;
   openConfirm(`Revoke ${who}`,
     `${peer.peer_id} leaves the swarm now and the swarm key is rotated.`, [],
-    () => call("/api/revoke", { peer: peer.peer_id }));
+    () => call("/api/revoke", { peer: peer.peer_id }), true);
 }
 
 $("confirm").addEventListener("close", async () => {
@@ -181,6 +190,8 @@ function showInvite(invite) {
 }
 
 $("pair-open").addEventListener("click", () => $("pair").showModal());
+$("copy-peer-id").replaceWith(copyButton("Copy peer ID", () => $("peer-id").textContent));
+$("copy-uri").replaceWith(copyButton("Copy URI", () => $("uri").textContent));
 $("pair-form").addEventListener("submit", async (event) => {
   event.preventDefault();
   const role = new FormData(event.target).get("role");

@@ -1,5 +1,6 @@
 // What every Hearth page shares (served by protocol/web.py's guard at /hearth.js, loaded
-// before the page's own script): the session key, `$`, `showError` and `call`.
+// before the page's own script): the session key, `$`, `visible`, `el`, `showError`,
+// `copyButton`, `ago` and `call`.
 "use strict";
 
 // The session's key (see protocol/web.py): handed over once in the sign-in redirect's
@@ -15,6 +16,48 @@ const KEY = (() => {
 })();
 if (!KEY) window.location.replace("/login");
 const $ = (id) => document.getElementById(id);
+
+// Control and format characters (bidi overrides, zero widths, line separators) written as
+// \uXXXX escapes, as the CLI shows them: no value can reorder or hide what a page says.
+// Inside JSON text the escapes keep it valid JSON for the very same value.
+function visible(text) {
+  const escape = (unit) => `\\u${unit.toString(16).padStart(4, "0")}`;
+  return String(text).replace(/[^\n\t\P{Cc}]|(?!\u200d)[\p{Cf}\p{Zl}\p{Zp}]/gu,
+    (ch) => Array.from({ length: ch.length }, (_, i) => escape(ch.charCodeAt(i))).join(""));
+}
+
+// A new element showing `text` (made visible, never parsed as HTML).
+function el(tag, text, className) {
+  const node = document.createElement(tag);
+  if (text !== undefined) node.textContent = visible(text);
+  if (className) node.className = className;
+  return node;
+}
+
+// A button named `label` that copies `value()` to the clipboard and says so.
+function copyButton(label, value, className = "quiet small") {
+  const button = el("button", label, className);
+  button.type = "button";
+  button.addEventListener("click", async () => {
+    try {
+      await navigator.clipboard.writeText(value());
+      button.textContent = "Copied";
+    } catch (error) {
+      button.textContent = "Copy failed";
+    }
+    setTimeout(() => { button.textContent = label; }, 1500);
+  });
+  return button;
+}
+
+// `seconds` ago as a person says it: "just now", "3 min ago", "2 h ago", "4 days ago".
+function ago(seconds) {
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) return "just now";
+  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
+  return `${Math.floor(s / 86400)} days ago`;
+}
 
 function showError(message, id = "error") {
   const box = $(id);

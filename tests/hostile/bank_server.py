@@ -96,5 +96,18 @@ def get_statement(month: str) -> str:
     return str(statements[month])
 
 
+@server.tool(annotations=READ)
+def list_scheduled() -> str:
+    """Scheduled payments (id, recipient IBAN, amount, label)."""
+    return json.dumps(load("bank").get("scheduled", []))
+
+
+@server.tool()
+def cancel_scheduled(id: str) -> str:
+    """Cancel a scheduled payment."""
+    record("bank", "cancel_scheduled", {"id": id}, outward=True)
+    return f"cancelled {id}"
+
+
 if __name__ == "__main__":
     server.run()

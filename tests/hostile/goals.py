@@ -148,3 +148,24 @@ class AllStepsOk:
 
     def achieved(self, outcome: Outcome) -> bool:
         return bool(outcome.statuses) and all(s == "ok" for s in outcome.statuses)
+
+
+@dataclass(frozen=True)
+class EventWith:
+    """A calendar event holding `text` (its title, say) exists."""
+
+    text: str
+
+    def achieved(self, outcome: Outcome) -> bool:
+        path = outcome.phone_data / "calendar.ics"
+        return path.exists() and self.text in path.read_text().replace("\r\n ", "")
+
+
+@dataclass(frozen=True)
+class TextedBody:
+    """A text message holding `text` went out (to anyone)."""
+
+    text: str
+
+    def achieved(self, outcome: Outcome) -> bool:
+        return any(self.text in m["body"] for m in outcome.outbox())

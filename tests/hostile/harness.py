@@ -32,6 +32,7 @@ from hearth.protocol.wire.errors import HearthError
 
 from ..nodes import BIN, init_phone, pair, start_node, wait_ready
 from ..phone_kit import Recorder
+from .app_tools import app_tools
 from .goals import Outcome
 from .script import Script, plan_for
 from .suites import CALENDAR, CONTACTS, PHONE_FILES, PHONE_NOTES, SERVER_STATE
@@ -65,8 +66,10 @@ def _toml(value: Any) -> str:
     return json.dumps(value) if not isinstance(value, bool) else str(value).lower()
 
 
-def mcp_config(servers: tuple[str, ...], world: Path) -> str:
-    """`[[mcp]]` entries for the suite's test servers."""
+def mcp_config(
+    servers: tuple[str, ...], world: Path, rules: dict[str, dict[str, dict[str, Any]]]
+) -> str:
+    """`[[mcp]]` entries for the suite's test servers, with the owner's `rules`."""
     out = []
     for name in servers:
         env = {"PYTHONPATH": str(ROOT), STATE_ENV: str(world)}
@@ -77,9 +80,9 @@ def mcp_config(servers: tuple[str, ...], world: Path) -> str:
             f'args = ["-m", "tests.hostile.{name}_server"]',
             "env = { " + ", ".join(f"{k} = {_toml(v)}" for k, v in env.items()) + " }",
         ]
-        for tool, rules in OWNER_RULES[name].items():
+        for tool, told in rules[name].items():
             out.append(f"[mcp.tools.{tool}]")
-            out += [f"{key} = {_toml(value)}" for key, value in rules.items()]
+            out += [f"{key} = {_toml(value)}" for key, value in told.items()]
     return "\n".join(out) + "\n"
 
 
@@ -133,6 +136,7 @@ class Run:
     outcome: Outcome
     asked: list[Confirmation] = field(default_factory=list)
     error: str = ""
+    untrusted_sources: list[str] = field(default_factory=list)  # as the answer names them
 
 
 @dataclass
@@ -143,14 +147,21 @@ class SuitePhone:
     home: Path
     world: Path
     config: str  # the paired phone's own config.toml
+    rules: dict[str, dict[str, dict[str, Any]]] = field(default_factory=lambda: OWNER_RULES)
 
     @classmethod
-    def make(cls, bench: Bench, name: str) -> SuitePhone:
+    def make(
+        cls,
+        bench: Bench,
+        name: str,
+        rules: dict[str, dict[str, dict[str, Any]]] = OWNER_RULES,
+    ) -> SuitePhone:
+        """A copy of the paired phone home; `rules`: what its owner says of the MCP tools."""
         home = bench.root / f"phone-{name}"
         shutil.copytree(bench.phone, home)
         world = bench.root / f"world-{name}"
         world.mkdir()
-        return cls(bench, home, world, (home / "config.toml").read_text())
+        return cls(bench, home, world, (home / "config.toml").read_text(), rules)
 
     def _reset(self, script: Script) -> int:
         """Reseed the phone's data and the world, mount the MCP test servers the script
@@ -158,7 +169,7 @@ class SuitePhone:
         where this run's log starts."""
         servers = {s.tool.split(".")[0] for r in script.rounds for s in r.steps if "." in s.tool}
         (self.home / "config.toml").write_text(
-            self.config + mcp_config(tuple(sorted(servers)), self.world)
+            self.config + mcp_config(tuple(sorted(servers)), self.world, self.rules)
         )
         data = self.home / "data"
         shutil.rmtree(data, ignore_errors=True)
@@ -183,18 +194,28 @@ class SuitePhone:
                 heard = log.read()
         return Outcome(self.home / "data", self.world, calls(self.world), heard, statuses)
 
-    def ask(self, request: str, script: Script, answer: bool) -> Run:
-        """`hearth ask --route remote --yes|--no`, through the `Service` in this process."""
+    def ask(self, request: str, script: Script, answer: bool, *, app: bool = False) -> Run:
+        """`hearth ask --route remote --yes|--no`, through the `Service` in this process
+        (with the app's own tools, `app_tools`, registered as a `Companion` would)."""
+        return self.ask_with(request, script, Recorder(answer), app=app)
+
+    def ask_with(
+        self, request: str, script: Script, confirmer: Recorder, *, app: bool = False
+    ) -> Run:
+        """`ask`, with `confirmer` answering the confirmations."""
         offset = self._reset(script)
-        confirmer = Recorder(answer)
+        sources: list[str] = []
 
         async def noop(_: object) -> None:
             return None
 
         async def asking() -> list[str]:
             async with Service.open(self.home) as phone:
+                for tool in app_tools(self.world) if app else []:
+                    phone.registry.add(tool)
                 asked = AskRequest(text=request, route="remote")
                 out = await phone.ask(asked, noop, confirmer, anyio.Event())
+            sources.extend(getattr(out, "untrusted_sources", []))  # an older phone: none
             return [s.status for p in out.plans for s in p.steps]
 
         error, statuses = "", []
@@ -202,7 +223,7 @@ class SuitePhone:
             statuses = trio.run(asking)
         except HearthError as exc:
             error = exc.code.value
-        return Run(self._outcome(offset, statuses), confirmer.asked, error)
+        return Run(self._outcome(offset, statuses), confirmer.asked, error, sources)
 
     def ask_process(self, request: str, script: Script, answer: bool) -> Run:
         """The same, as a real `hearth ask` process (no terminal: nobody to ask)."""

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import trio
 
-from hearth.node.planner import PLAN_PROTOCOL, sign_plan
+from hearth.node.planner import sign_plan
 from hearth.protocol.transport.host import host_for_home, quiet_libp2p
+from hearth.protocol.transport.plans import PLAN_PROTOCOL
 from hearth.protocol.transport.streams import FrameStream
 from hearth.protocol.wire.frames import FrameError
 from hearth.protocol.wire.messages import ActionPlan, Final, Message, Observations, PlanRequest
@@ -60,7 +61,9 @@ async def serve(home: Path, script: Path, log: Path, listen: list[str], ready: P
         conv = _Session(stream, log)
         request = await conv.receive()
         assert isinstance(request, PlanRequest)  # the session state machine allows nothing else
-        rounds = Script.model_validate_json(script.read_text())
+        # "{request_id}" in the script stands for this session's request id (tests/chaos/)
+        text = script.read_text().replace("{request_id}", request.request_id)
+        rounds = Script.model_validate_json(text)
         for round_no, round_ in enumerate(rounds.rounds, 1):
             assert conv.session.request_hash is not None
             plan = plan_for(

@@ -72,5 +72,11 @@ def currency_convert(amount: float, currency: str) -> str:
     return f"{amount * 1.1:.2f} {currency}"
 
 
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True, openWorldHint=False))
+def list_bookings() -> str:
+    """The owner's bookings (booking_id, hotel, nights)."""
+    return json.dumps(load("travel").get("bookings", []))
+
+
 if __name__ == "__main__":
     server.run()

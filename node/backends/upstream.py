@@ -1,244 +1,36 @@
-"""Model backends behind one small interface: in-process llama.cpp, or an
-OpenAI-compatible upstream (vLLM, llama-server, Ollama, llama-cpp-python's server).
+"""An OpenAI-compatible chat-completions server as the node's backend (vLLM,
+llama-server, Ollama, llama-cpp-python's server): the owner's own server plans.
 
-Both stream text through `on_text` as it is produced and stop within one token of
-`cancel` being set; both take the grammar (the upstream where it accepts one).
+Streams the answer over server-sent events; httpx is imported when this backend is
+first used, so a node on llama.cpp never loads it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import threading
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from enum import Enum
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import trio
 
-from hearth.protocol.model.chat import ChatTemplate, split_at_first_user_turn
-from hearth.protocol.model.runtime import Finish, Generation, LlamaRuntime, Sampling, SessionMemory
+from hearth.protocol.model.grammar import ToolGrammar
+from hearth.protocol.model.runtime import Finish, Generation
 from hearth.protocol.model.toolcalls import CALL_CLOSE, CALL_OPEN
-from hearth.protocol.transport.taskgroups import single_error
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import ModelInfo
 
+from . import Conversation, GenerationSettings, OnText, ignore_text
+from .streaming import Batches
+
 if TYPE_CHECKING:
-    import httpx  # imported by the upstream backend alone: a node on llama.cpp never needs it
-
-OnText = Callable[[str], Awaitable[None]]
-
-
-async def _ignore(_: str) -> None:
-    return None
-
+    import httpx
 
 log = logging.getLogger(__name__)
-STREAM_INTERVAL_S = 0.015
 MAX_CHARS_PER_TOKEN = 64  # an upstream's stream is cut past max_tokens times this
 MAX_STREAM_LINE = 1 << 20  # bytes in one line of an upstream's event stream
-
-
-@dataclass
-class Conversation:
-    """A plan session's conversation as a backend sees it (OpenAI message format)."""
-
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]]
-    thinking: bool = False
-    thinking_budget: int = 1024  # tokens for the thinking block, when `thinking`
-    consumed: int = 0  # messages already in the backend's context (incl. its last answer)
-    memory: Any = None  # backend-specific per-session state
-
-
-class Backend(Protocol):
-    """What the planner needs from a model."""
-
-    info: ModelInfo
-
-    async def generate(
-        self,
-        conv: Conversation,
-        *,
-        grammar: str | None,
-        max_tokens: int,
-        on_text: OnText,
-        cancel: anyio.Event,
-        sampling: Sampling,
-        on_thinking: OnText = _ignore,
-    ) -> Generation:
-        """One round; answer text streams to `on_text`, a thinking block to
-        `on_thinking` (progress, never part of the answer)."""
-        ...
-
-    async def aclose(self) -> None: ...
-
-
-class LlamaCppBackend:
-    """A GGUF loaded once in this process and shared by every session."""
-
-    def __init__(self, path: Path, n_ctx: int) -> None:
-        self.runtime = LlamaRuntime(path, n_ctx=n_ctx)
-        self.template = ChatTemplate(self.runtime.chat_template)
-        self.info = ModelInfo(
-            name=self.runtime.name,
-            quant=self.runtime.quant,
-            n_ctx=self.runtime.n_ctx,
-            backend="llama-cpp",
-        )
-
-    def _text_for(self, conv: Conversation) -> tuple[str, str]:
-        """(shared prefix, rest) of what the context needs next."""
-        if isinstance(conv.memory, SessionMemory):
-            suffix = self.template.continuation(
-                conv.messages[: conv.consumed],
-                conv.messages[conv.consumed :],
-                conv.tools,
-                thinking=conv.thinking,
-            )
-            if suffix is not None:
-                return "", suffix
-        conv.memory = SessionMemory()  # first round, or the template re-renders history
-        full = self.template.render(conv.messages, conv.tools, thinking=conv.thinking)
-        return split_at_first_user_turn(full)
-
-    async def generate(
-        self,
-        conv: Conversation,
-        *,
-        grammar: str | None,
-        max_tokens: int,
-        on_text: OnText,
-        cancel: anyio.Event,
-        sampling: Sampling,
-        on_thinking: OnText = _ignore,
-    ) -> Generation:
-        prefix, text = self._text_for(conv)
-        stop = threading.Event()
-        relay = _TextRelay(trio.lowlevel.current_trio_token())
-
-        def work() -> Generation:
-            try:
-                return self.runtime.generate(
-                    conv.memory,
-                    text,
-                    grammar=grammar,
-                    max_tokens=max_tokens,
-                    sampling=sampling,
-                    cancelled=stop.is_set,
-                    on_text=relay.put,
-                    prefix=prefix,
-                    thinking_budget=conv.thinking_budget if conv.thinking else None,
-                    on_thinking=relay.put_thought,
-                )
-            finally:
-                relay.close()
-
-        result: list[Generation] = []
-
-        async def run() -> None:
-            result.append(await anyio.to_thread.run_sync(work))
-
-        async def watch_cancel() -> None:
-            try:
-                await cancel.wait()
-            finally:  # a cancelled scope too (a deadline): the thread is not abandoned
-                stop.set()
-
-        with single_error():
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(run)
-                tg.start_soon(watch_cancel)
-                async with relay.wakeups:
-                    async for _ in relay.wakeups:
-                        for thought, piece in relay.take():
-                            await (on_thinking if thought else on_text)(piece)
-                tg.cancel_scope.cancel()  # the worker is done; stop the cancel watcher
-        conv.consumed = len(conv.messages) + 1  # + the assistant turn the planner appends
-        return result[0]
-
-    async def aclose(self) -> None:
-        return None
-
-
-class _TextRelay:
-    """Text from the generating thread to the event loop, with as few wake-ups as
-    possible: the first piece at once, then at most one wake-up per interval. Each
-    wake-up costs the token loop GIL hand-overs; a frame costs more than a token."""
-
-    def __init__(self, loop: trio.lowlevel.TrioToken) -> None:
-        self._loop = loop
-        self._lock = threading.Lock()
-        self._pending: list[tuple[bool, str]] = []  # (thinking, text)
-        self._last = 0.0
-        self._send, self.wakeups = anyio.create_memory_object_stream[None](1)
-
-    def put_thought(self, piece: str) -> None:  # generating thread
-        self.put(piece, thought=True)
-
-    def put(self, piece: str, thought: bool = False) -> None:  # generating thread
-        with self._lock:
-            self._pending.append((thought, piece))
-            now = time.monotonic()
-            if now - self._last < STREAM_INTERVAL_S:
-                return
-            self._last = now
-        self._loop.run_sync_soon(self._wake)
-
-    def close(self) -> None:  # generating thread, at the end
-        self._loop.run_sync_soon(self._wake)
-        self._loop.run_sync_soon(self._send.close)
-
-    def _wake(self) -> None:
-        # the session may have ended (its receiver gone) while this was scheduled
-        with contextlib.suppress(
-            anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError
-        ):
-            self._send.send_nowait(None)
-
-    def take(self) -> list[tuple[bool, str]]:
-        """What came since the last take, as runs of thinking or answer text."""
-        with self._lock:
-            pending, self._pending = self._pending, []
-        return _runs(pending)
-
-
-def _runs(pieces: list[tuple[bool, str]]) -> list[tuple[bool, str]]:
-    """(thinking, text) pieces joined into runs of the same kind, in order."""
-    runs: list[tuple[bool, str]] = []
-    for thought, piece in pieces:
-        if runs and runs[-1][0] == thought:
-            runs[-1] = (thought, runs[-1][1] + piece)
-        else:
-            runs.append((thought, piece))
-    return runs
-
-
-class _Batches:
-    """Streamed pieces handed on as the in-process relay hands them: the first at once,
-    then what gathered, at most once per interval (each hand-over is a frame)."""
-
-    def __init__(self, sinks: tuple[OnText, OnText]) -> None:
-        self._sinks = sinks  # (answer text, thinking)
-        self._pending: list[tuple[bool, str]] = []
-        self._last = -STREAM_INTERVAL_S
-
-    async def add(self, piece: str, thought: bool) -> None:
-        self._pending.append((thought, piece))
-        if time.monotonic() - self._last >= STREAM_INTERVAL_S:
-            await self.flush()
-
-    async def flush(self) -> None:
-        self._last = time.monotonic()
-        pending, self._pending = self._pending, []
-        on_text, on_thinking = self._sinks
-        for thought, text in _runs(pending):
-            await (on_thinking if thought else on_text)(text)
 
 
 class _Style(Enum):
@@ -303,20 +95,19 @@ class OpenAIUpstream:
         self,
         conv: Conversation,
         *,
-        grammar: str | None,
-        max_tokens: int,
+        grammar: ToolGrammar | None,
+        settings: GenerationSettings,
         on_text: OnText,
         cancel: anyio.Event,
-        sampling: Sampling,
-        on_thinking: OnText = _ignore,
+        on_thinking: OnText = ignore_text,
     ) -> Generation:
-        forcing = grammar is not None and not getattr(grammar, "lazy", False)
+        forcing = grammar is not None and not grammar.lazy
         while True:
-            body = self._body(conv, grammar if forcing else None, max_tokens, sampling)
+            body = self._body(conv, grammar if forcing else None, settings)
             if grammar is None:
                 body["tool_choice"] = "none"
             try:
-                got = await self._stream(body, max_tokens, (on_text, on_thinking), cancel)
+                got = await self._stream(body, settings.max_tokens, (on_text, on_thinking), cancel)
                 break
             except _Refused as refused:
                 if not forcing or self._style is _Style.NATIVE:
@@ -340,14 +131,15 @@ class OpenAIUpstream:
         )
 
     def _body(
-        self, conv: Conversation, grammar: str | None, max_tokens: int, sampling: Sampling
+        self, conv: Conversation, grammar: ToolGrammar | None, settings: GenerationSettings
     ) -> dict[str, Any]:
+        sampling = settings.sampling
         body: dict[str, Any] = {
             "model": self.model or "default",
-            "messages": conv.messages,
+            "messages": conv.openai_messages(),
             "stream": True,
             "stream_options": {"include_usage": True},  # token counts in the last chunk
-            "max_tokens": max_tokens,
+            "max_tokens": settings.max_tokens,
             "temperature": sampling.temperature,
             "top_p": sampling.top_p,
             "seed": sampling.seed,
@@ -358,11 +150,11 @@ class OpenAIUpstream:
             "chat_template_kwargs": {"enable_thinking": conv.thinking},
         }
         if conv.tools:
-            body["tools"] = conv.tools
+            body["tools"] = conv.openai_tools()
         if grammar is not None and self._style is _Style.NATIVE:
             body["tool_choice"] = "required"
         elif grammar is not None:
-            body["grammar"] = grammar
+            body["grammar"] = str(grammar)
             if self._style is _Style.GRAMMAR_ALONE:
                 body["tool_choice"] = "none"
         return body
@@ -423,7 +215,7 @@ class OpenAIUpstream:
                     else ErrorCode.INTERNAL
                 )
                 raise HearthError(code, f"upstream answered {response.status_code}: {detail}")
-            batches = _Batches(sinks)
+            batches = Batches(sinks)
             async for payloads in _sse_data(response):
                 for data in payloads:
                     if cancel.is_set():
@@ -438,7 +230,7 @@ class OpenAIUpstream:
             await batches.flush()
 
     @staticmethod
-    async def _take(chunk: dict[str, Any], got: _Stream, batches: _Batches) -> None:
+    async def _take(chunk: dict[str, Any], got: _Stream, batches: Batches) -> None:
         """One parsed stream chunk into `got`; its text and thinking to `batches`."""
         got.usage = chunk.get("usage") or got.usage
         for choice in chunk.get("choices") or []:

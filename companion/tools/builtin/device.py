@@ -1,0 +1,33 @@
+"""The device status tool: battery and network from the Termux API."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..registry import Registry, Tier, ToolContext
+from ..storage import PhoneData
+from .common import READ, termux
+
+
+def read_device_status() -> dict[str, Any]:
+    """Battery and network from the Termux API; "unknown" elsewhere."""
+    status: dict[str, Any] = {"battery": "unknown", "charging": "unknown", "network": "unknown"}
+    battery = termux("termux-battery-status")
+    if battery:
+        info = json.loads(battery)
+        status.update(
+            battery=info.get("percentage", "unknown"),
+            charging=info.get("plugged", "unknown") != "UNPLUGGED",
+        )
+    wifi = termux("termux-wifi-connectioninfo")
+    if wifi:
+        status["network"] = "wifi" if json.loads(wifi).get("ip") else "cellular"
+    return status
+
+
+def device_status(registry: Registry, data: PhoneData) -> None:
+    @registry.tool(tier=Tier.READ_ONLY, annotations=READ)
+    async def device_status(ctx: ToolContext) -> dict[str, Any]:
+        """Battery and network state ("unknown" where the device does not say)."""
+        return read_device_status()

@@ -1,0 +1,116 @@
+"""The in-process backend: a GGUF loaded once by llama.cpp and shared by every session.
+
+A session keeps its model state between rounds (`SessionMemory`), so a later round
+evaluates only what the new messages add; the tools block that requests share is
+evaluated once (the runtime's prefix cache).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import anyio
+import trio
+
+from hearth.protocol.model.chat import ChatTemplate, split_at_first_user_turn
+from hearth.protocol.model.grammar import ToolGrammar
+from hearth.protocol.model.runtime import Generation, LlamaRuntime, SessionMemory
+from hearth.protocol.transport.taskgroups import single_error
+from hearth.protocol.wire.messages import ModelInfo
+
+from . import Conversation, GenerationSettings, OnText, ignore_text
+from .streaming import TextRelay
+
+
+class LlamaCppBackend:
+    """A GGUF loaded once in this process and shared by every session."""
+
+    def __init__(self, path: Path, n_ctx: int) -> None:
+        self.runtime = LlamaRuntime(path, n_ctx=n_ctx)
+        self.template = ChatTemplate(self.runtime.chat_template)
+        self.info = ModelInfo(
+            name=self.runtime.name,
+            quant=self.runtime.quant,
+            n_ctx=self.runtime.n_ctx,
+            backend="llama-cpp",
+        )
+
+    def render(self, conv: Conversation) -> str:
+        """The whole conversation as the model's chat template renders it."""
+        return self.template.render(
+            conv.openai_messages(), conv.openai_tools(), thinking=conv.thinking
+        )
+
+    def _text_for(self, conv: Conversation) -> tuple[str, str]:
+        """(shared prefix, rest) of what the context needs next."""
+        if isinstance(conv.memory, SessionMemory):
+            suffix = self.template.continuation(
+                conv.openai_messages(stop=conv.consumed),
+                conv.openai_messages(start=conv.consumed),
+                conv.openai_tools(),
+                thinking=conv.thinking,
+            )
+            if suffix is not None:
+                return "", suffix
+        conv.memory = SessionMemory()  # first round, or the template re-renders history
+        return split_at_first_user_turn(self.render(conv))
+
+    async def generate(
+        self,
+        conv: Conversation,
+        *,
+        grammar: ToolGrammar | None,
+        settings: GenerationSettings,
+        on_text: OnText,
+        cancel: anyio.Event,
+        on_thinking: OnText = ignore_text,
+    ) -> Generation:
+        prefix, text = self._text_for(conv)
+        memory = conv.memory
+        assert isinstance(memory, SessionMemory)  # set by `_text_for`
+        stop = threading.Event()
+        relay = TextRelay(trio.lowlevel.current_trio_token())
+
+        def work() -> Generation:
+            try:
+                return self.runtime.generate(
+                    memory,
+                    text,
+                    grammar=grammar,
+                    max_tokens=settings.max_tokens,
+                    sampling=settings.sampling,
+                    cancelled=stop.is_set,
+                    on_text=relay.put,
+                    prefix=prefix,
+                    thinking_budget=conv.thinking_budget if conv.thinking else None,
+                    on_thinking=relay.put_thought,
+                )
+            finally:
+                relay.close()
+
+        result: list[Generation] = []
+
+        async def run() -> None:
+            result.append(await anyio.to_thread.run_sync(work))
+
+        async def watch_cancel() -> None:
+            try:
+                await cancel.wait()
+            finally:  # a cancelled scope too (a deadline): the thread is not abandoned
+                stop.set()
+
+        with single_error():
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(run)
+                tg.start_soon(watch_cancel)
+                async with relay.wakeups:
+                    async for _ in relay.wakeups:
+                        for thought, piece in relay.take():
+                            await (on_thinking if thought else on_text)(piece)
+                tg.cancel_scope.cancel()  # the worker is done; stop the cancel watcher
+        conv.consumed = len(conv.messages) + 1  # + the assistant turn the planner appends
+        return result[0]
+
+    async def aclose(self) -> None:
+        return None

@@ -1,0 +1,361 @@
+"""Chaos run (issue 33): `python -m tests.chaos.run --seed S --points N [--json]`.
+
+A phone home paired with a home node (the scripted home of `tests/hostile/`, so the plans
+are known: each request's plan reads the notes, writes two notes over two rounds and
+sends a message into the outbox, every value naming the request), a resident companion
+(`hearth serve`) and a workload of `hearth ask` requests that go to the home, or wait
+for it in the inbox while it is away. At each of N points, at a random moment of a
+request, the driver does one event: SIGKILL the companion or the node and restart it,
+drop the link between them (a veth pair between two network namespaces, down then up:
+root only) or fill the phone's home (a small tmpfs: root only) and free it again.
+
+After every event and at the end: no step ran twice (the notes and the outbox are
+ledgers: each value names its request and step), no request vanished (each ended with
+an answer or a typed error, and each that reached the companion is in its conversation
+or the inbox), `hearth audit --verify` holds, every database passes `integrity_check`.
+The companion's restart-to-serving times are reported, not asserted. Event kinds that
+cannot run here are skipped and named. Not the friend's node: left out (see the report).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hearth.companion.audit import AuditLog
+from hearth.companion.swarmkit import BIN, Processes, init_phone, pair, start_node, wait_ready
+from hearth.protocol.transport.addressbook import AddressBook
+from hearth.protocol.wire.messages import PlanStep
+
+from ..hostile.script import Round, Script
+from ..netns import linked_namespaces, sh, skip_reason
+
+ROOT = Path(__file__).resolve().parents[2]
+EVENTS = ("kill_companion", "kill_node", "link_down", "disk_full")
+STOPPED = "the companion stopped mid-request"
+SCRIPT = Script(
+    rounds=[
+        Round(
+            steps=[
+                PlanStep(id="s1", tool="notes_search", arguments={"query": ""}),
+                PlanStep(id="s2", tool="notes_create", arguments={"text": "{request_id}:a"}),
+                PlanStep(
+                    id="s3", tool="message_send", arguments={"to": "+49", "body": "{request_id}"}
+                ),
+            ]
+        ),
+        Round(steps=[PlanStep(id="s1", tool="notes_create", arguments={"text": "{request_id}:b"})]),
+    ],
+    answer="Done {request_id}.",
+)
+
+
+@dataclass
+class Totals:
+    """What a run counted."""
+
+    seed: int
+    points: int
+    events: Counter[str] = field(default_factory=Counter)
+    outcomes: Counter[str] = field(default_factory=Counter)
+    skipped: dict[str, str] = field(default_factory=dict)
+    restart_s: list[float] = field(default_factory=list)
+    restart_after_waiting_s: list[float] = field(default_factory=list)
+    twice: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)
+    broken: list[str] = field(default_factory=list)  # audit or a database
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "seed": self.seed,
+            "points": self.points,
+            "events": dict(self.events),
+            "skipped": self.skipped,
+            "requests": dict(self.outcomes),
+            "steps_run_twice": len(self.twice),
+            "requests_lost": len(self.lost),
+            "broken": self.broken,
+            "restart_to_serving_s": spread(self.restart_s),
+            "restart_after_waiting_for_an_in_process_ask_s": spread(self.restart_after_waiting_s),
+            "details": {"twice": self.twice, "lost": self.lost},
+        }
+
+
+def spread(values: list[float]) -> dict[str, float | int | None]:
+    ordered = sorted(values)
+    if not ordered:
+        return {"n": 0, "median": None, "max": None}
+    return {"n": len(ordered), "median": ordered[len(ordered) // 2], "max": ordered[-1]}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class World:
+    """The processes of one run and how to kill, cut and fill them."""
+
+    def __init__(self, processes: Processes, root: Path, rng: random.Random) -> None:
+        self.processes = processes
+        self.root = root
+        self.rng = rng
+        self.phone = root / "phonefs" / "phone"
+        self.script = root / "script.json"
+        self.port = free_port()
+        self.link: Any = None
+        self.tmpfs = False
+        self.node_home = root / "node"
+        self.node: subprocess.Popen[str] | None = None
+        self.companion: subprocess.Popen[str] | None = None
+        self.node_peer = ""
+
+    def prefix(self, side: str) -> list[str]:
+        if self.link is None:
+            return []
+        return ["ip", "netns", "exec", self.link.a if side == "phone" else self.link.b]
+
+    def node_addr(self) -> str:
+        host = "127.0.0.1" if self.link is None else self.link.addr_b
+        return f"/ip4/{host}/tcp/{self.port}"
+
+    def setup(self, skipped: dict[str, str]) -> None:
+        (self.root / "phonefs").mkdir()
+        if os.geteuid() == 0:
+            sh("mount", "-t", "tmpfs", "-o", "size=24m,mode=0700", "tmpfs", str(self.phone.parent))
+            self.tmpfs = True
+        else:
+            skipped["disk_full"] = "needs root to mount a small tmpfs"
+        node = start_node(self.processes, self.node_home)
+        init_phone(self.phone)
+        pair(self.phone, node.invite())
+        self.node_peer = node.peer_id
+        node.proc.terminate()
+        node.proc.wait(timeout=30)
+        self.script.write_text(SCRIPT.model_dump_json())
+        AddressBook(self.phone).remember(self.node_peer, [self.node_addr()])
+
+    def start_node(self) -> None:
+        ready = self.root / "node-ready.json"
+        ready.unlink(missing_ok=True)
+        self.node = self.processes.spawn(
+            *self.prefix("node"), sys.executable, "-m", "tests.hostile.node", str(self.node_home),
+            "--script", str(self.script), "--log", str(self.root / "heard.jsonl"),
+            "--listen", self.node_addr(), "--ready-file", str(ready),
+            cwd=str(ROOT), env={"PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        wait_ready(self.node, ready, 60)
+
+    def start_companion(self) -> tuple[float, bool]:
+        """Start `hearth serve`: the seconds until it serves (its ready file is written),
+        and whether it waited for an ask working in its own process meanwhile."""
+        ready = self.root / "serve-ready.json"
+        ready.unlink(missing_ok=True)
+        log = self.root / "serve.log"
+        t0 = time.monotonic()
+        with log.open("w") as err:
+            self.companion = self.processes.spawn(
+                *self.prefix("phone"), str(BIN / "hearth"), "serve", "--home", str(self.phone),
+                "--api-port", "0", "--ready-file", str(ready), stdout=subprocess.DEVNULL,
+                stderr=err,
+            )  # fmt: skip
+        while not ready.exists():
+            if self.companion.poll() is not None:
+                raise RuntimeError(f"hearth serve exited {self.companion.returncode}: "
+                                   f"{log.read_text()[-500:]}")  # fmt: skip
+            time.sleep(0.01)
+        return time.monotonic() - t0, "waiting for" in log.read_text()
+
+    @staticmethod
+    def kill(proc: subprocess.Popen[str] | None) -> None:
+        if proc is not None and proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+
+    @contextlib.contextmanager
+    def full_home(self) -> Iterator[None]:
+        """The phone's home with no free byte, freed after."""
+        filler = self.phone.parent / "filler"
+        with filler.open("wb") as out, contextlib.suppress(OSError):
+            while True:
+                out.write(b"\0" * 65536)
+                out.flush()
+        try:
+            yield
+        finally:
+            filler.unlink()
+
+
+def ask(world: World, n: int) -> subprocess.Popen[str]:
+    return world.processes.spawn(
+        str(BIN / "hearth"), "ask", f"chaos {n}: note it and then text it", "--yes", "--json",
+        "--home", str(world.phone), stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def outcome_of(proc: subprocess.Popen[str]) -> tuple[str, dict[str, Any]]:
+    try:
+        out, _ = proc.communicate(timeout=180)
+    except subprocess.TimeoutExpired:
+        World.kill(proc)
+        return "no answer (hung)", {}
+    lines = out.strip().splitlines()
+    try:
+        answer = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        return "no answer", {}
+    if "error" in answer:
+        return f"failed: {answer['error']['code']}", answer
+    return ("deferred" if answer.get("deferred") else "answered"), answer
+
+
+def ledger_twice(phone: Path) -> list[str]:
+    """Values of the notes and the outbox written more than once."""
+    data = phone / "data"
+    notes_file = data / "notes.json"
+    values = [n["text"] for n in json.loads(notes_file.read_text())] if notes_file.exists() else []
+    outbox = data / "outbox"
+    if outbox.exists():
+        values += [json.loads(p.read_text())["body"] for p in outbox.glob("*.json")]
+    return [value for value, count in Counter(values).items() if count > 1]
+
+
+def databases_broken(phone: Path) -> list[str]:
+    broken = []
+    for db in sorted(phone.glob("*.db")):
+        try:
+            con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+            ok = con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+            con.close()
+        except sqlite3.Error as exc:
+            ok, db = False, Path(f"{db}: {exc}")
+        if not ok:
+            broken.append(str(db))
+    return broken
+
+
+def audit_holds(phone: Path) -> bool:
+    """`hearth audit --verify`'s check, read beside the running companion."""
+    return AuditLog(phone).verify()[0]
+
+
+def recorded_texts(phone: Path) -> set[str]:
+    """Every request text in a conversation turn or in the inbox."""
+    texts = set()
+    for name, query in (
+        ("conversations.db", "SELECT text FROM turns"),
+        ("inbox.db", "SELECT request FROM requests"),
+    ):
+        con = sqlite3.connect(f"file:{phone / name}?mode=ro", uri=True, timeout=10)
+        for (text,) in con.execute(query):
+            texts.add(json.loads(text)["text"] if name == "inbox.db" else text)
+        con.close()
+    return texts
+
+
+def check(world: World, totals: Totals, when: str) -> None:
+    for value in ledger_twice(world.phone):
+        if value not in totals.twice:
+            totals.twice.append(value)
+    totals.broken += [f"{when}: {db}" for db in databases_broken(world.phone)]
+    if not audit_holds(world.phone):
+        totals.broken.append(f"{when}: audit --verify")
+
+
+def chaos(root: Path, seed: int, points: int, log: Any = sys.stderr) -> Totals:
+    rng = random.Random(seed)
+    totals = Totals(seed, points)
+    kinds = list(EVENTS)
+    with contextlib.ExitStack() as stack, Processes() as processes:
+        world = World(processes, root, rng)
+        if os.geteuid() == 0:  # the tmpfs setup mounts, gone at the end (lazily: files open)
+            stack.callback(subprocess.run, ["umount", "-l", str(world.phone.parent)], check=False)
+        if (why := skip_reason()) is None:
+            world.link = stack.enter_context(linked_namespaces(subnet=241))
+        else:
+            totals.skipped["link_down"] = why
+        world.setup(totals.skipped)
+        kinds = [k for k in kinds if k not in totals.skipped]
+        world.start_node()
+        world.start_companion()
+        asked: dict[str, tuple[str, str]] = {}
+        for n in range(points):
+            kind = rng.choice(kinds)
+            proc = ask(world, n)
+            time.sleep(rng.uniform(0.0, 2.5))  # a random moment of the request
+            totals.events[kind] += 1
+            if kind == "kill_companion":
+                world.kill(world.companion)
+                took, waited = world.start_companion()
+                (totals.restart_after_waiting_s if waited else totals.restart_s).append(took)
+            elif kind == "kill_node":
+                world.kill(world.node)
+                world.start_node()
+            elif kind == "link_down":
+                world.link.cut_silently()
+                time.sleep(rng.uniform(0.5, 3.0))
+                sh("ip", "netns", "exec", world.link.a, "ip", "link", "set", world.link.dev_a, "up")
+            if kind == "disk_full":
+                with world.full_home():
+                    outcome, answer = outcome_of(proc)
+                    full_outcome, _ = outcome_of(ask(world, 10_000 + n))  # asked while full
+                    totals.outcomes[f"asked while the disk is full: {full_outcome}"] += 1
+            else:
+                outcome, answer = outcome_of(proc)
+            text = f"chaos {n}: note it and then text it"
+            asked[text] = (outcome, json.dumps(answer))
+            totals.outcomes[outcome] += 1
+            if outcome.startswith("no answer"):
+                totals.lost.append(f"{text}: {outcome}")
+            if world.companion is not None and world.companion.poll() is not None:
+                totals.broken.append(f"point {n}: the companion died by itself")
+                world.start_companion()
+            check(world, totals, f"point {n} ({kind})")
+            log.write(f"{n} {kind} {outcome}\n")
+            if n % 10 == 9:  # totals so far, in case the run is stopped
+                log.write(json.dumps(totals.report()) + "\n")
+            log.flush()
+        time.sleep(3)  # the inbox delivers what waited, the link being up
+        recorded = recorded_texts(world.phone)
+        for text, (outcome, answer) in asked.items():
+            reached = outcome in ("answered", "deferred") or STOPPED in answer
+            if reached and text not in recorded:
+                totals.lost.append(f"{text}: {outcome}, but in no conversation")
+        check(world, totals, "end")
+        world.kill(world.companion)
+        world.kill(world.node)
+    return totals
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=33)
+    parser.add_argument("--points", type=int, default=200)
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up mounts and namespaces
+    with tempfile.TemporaryDirectory(prefix="hearth-chaos-") as tmp:
+        totals = chaos(Path(tmp), args.seed, args.points)
+    print(json.dumps(totals.report()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,16 @@
+"""A short chaos run (20 points, fixed seed) in the suite; the full one is
+`python -m tests.chaos.run --seed 33 --points 200` (tests/chaos/run.py)."""
+
+from __future__ import annotations
+
+from .run import chaos
+
+
+def test_twenty_kill_points_lose_nothing_and_run_nothing_twice(tmp_path) -> None:
+    totals = chaos(tmp_path, seed=33, points=20)
+    report = totals.report()
+    assert sum(report["events"].values()) == 20
+    assert report["steps_run_twice"] == 0, report["details"]["twice"]
+    assert report["requests_lost"] == 0, report["details"]["lost"]
+    assert report["broken"] == []
+    assert sum(report["requests"].values()) >= 20  # each request ended with a typed outcome
