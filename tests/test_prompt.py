@@ -218,11 +218,11 @@ def test_many_real_tool_schemas_are_ranked_and_cut_to_the_planners_context(
     from hearth.companion.tools.storage import PhoneData
     from hearth.protocol.wire.errors import ErrorCode, HearthError
 
-    from .hostile.harness import mcp_config
+    from .hostile.harness import OWNER_RULES, mcp_config
 
     world = tmp_path / "world"
     world.mkdir()
-    config = tomllib.loads(mcp_config(("bank", "chat", "travel", "work"), world))
+    config = tomllib.loads(mcp_config(("bank", "chat", "travel", "work"), world, OWNER_RULES))
     registry = Registry()
     register_builtin(registry, PhoneData(tmp_path / "data"))
 
