@@ -82,11 +82,11 @@ class Prompt:
         max_tokens: int,
         destination: Destination,
     ) -> list[ToolSpec]:
-        """`tools` ranked (those the request's words point to first) and cut to what fits
-        (the rest offered in the order given) the planner's context of `n_ctx` tokens (0: unknown, none cut) beside the
-        conversation and the answer's `max_tokens`. `invalid_input`, naming the sizes,
-        when the conversation alone does not fit, or a tool the request points to does
-        not."""
+        """`tools` cut to what fits the planner's context of `n_ctx` tokens (0: unknown,
+        none cut) beside the conversation and the answer's `max_tokens`: ranked for the
+        cut (those the request's words point to first), offered in the order given.
+        `invalid_input`, naming the sizes, when the conversation alone does not fit, or a
+        tool the request points to does not."""
         if n_ctx <= 0:
             return tools
         asked = sum(_tokens(m.content) for m in self.conversation(destination))
