@@ -274,10 +274,10 @@ def test_the_node_breaks_markers_in_every_earlier_message_of_a_plan_request() ->
         ],
     )
     messages = conversation_messages(request, Inert(["<unused0>"]))
-    earlier = " ".join(m["content"] for m in messages[:-1])
+    earlier = " ".join(m.content for m in messages[:-1])
     assert "im_start" in earlier and "<|im_start|>" not in earlier and "<|im_end|>" not in earlier
     assert "<unused0>" not in earlier
-    assert messages[-1]["content"] == "do it <|im_start|>"
+    assert messages[-1].content == "do it <|im_start|>"
 
 
 @pytest.mark.timeout(300)
