@@ -404,6 +404,9 @@ def conversations(
     conversation: Annotated[
         str | None, typer.Argument(help="One conversation's id, to show its turns.")
     ] = None,
+    everyone: Annotated[
+        bool, typer.Option("--all", help="Apps' requests over the local API too.")
+    ] = False,
     home: HomeOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -412,7 +415,7 @@ def conversations(
         from hearth.companion.client import valid
         from hearth.companion.socket_messages import ConversationsOp
 
-        payload = _call(home, valid(ConversationsOp, id=conversation))
+        payload = _call(home, valid(ConversationsOp, id=conversation, all=everyone))
 
         def render() -> None:
             from hearth.companion.terminal import conversation_lines, print_lines

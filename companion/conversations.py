@@ -98,21 +98,23 @@ class Conversations:
             if self._summary(conversation_id) is None:
                 raise HearthError(ErrorCode.INVALID_INPUT, f"no conversation {conversation_id!r}")
             return conversation_id
-        if continue_last:
+        if continue_last:  # the user's: an app's requests are not what the user continues
             row = self.db.execute(
-                "SELECT id FROM conversations ORDER BY updated DESC, rowid DESC LIMIT 1"
+                "SELECT id FROM conversations WHERE source = 'user'"
+                " ORDER BY updated DESC, rowid DESC LIMIT 1"
             ).fetchone()
             if row is not None:
                 return str(row[0])
         return uuid.uuid4().hex
 
-    def begin(self, conversation_id: str, request_id: str, text: str) -> None:
+    def begin(self, conversation_id: str, request_id: str, text: str, source: str = "user") -> None:
         """Keep a request as it starts (`running`), so that it is in its conversation
         whatever happens next: `append` fills it in, `failed` says why it ended without
-        an answer, and a companion killed meanwhile leaves it `interrupted`."""
+        an answer, and a companion killed meanwhile leaves it `interrupted`. A new
+        conversation is marked with its `source`: the user, or an app over the API."""
         with self.db:
             self.db.execute("BEGIN")
-            self._insert(conversation_id, text, request_id, "running")
+            self._insert(conversation_id, text, request_id, "running", source=source)
 
     def append(
         self,
@@ -121,11 +123,13 @@ class Conversations:
         result: AskResult,
         private_steps: set[str],
         labels: TurnLabels | None = None,
+        source: str = "user",
     ) -> None:
         """Keep one finished turn, in the place `begin` kept for it if it did (the first
         turn starts the conversation, titled by the start of its request);
         `private_steps` are `plan_id/step_id` of steps whose results are private to the
-        phone; `labels` (None: unknown, the strictest)."""
+        phone; `labels` (None: unknown, the strictest); a new conversation is marked
+        with its `source`."""
         plans = json.dumps([p.model_dump(mode="json") for p in result.plans])
         stored = None if labels is None else labels.model_dump_json()
         filled = (result.route, result.planner, plans, result.answer, stored)
@@ -139,7 +143,9 @@ class Conversations:
                 (*filled, private, conversation_id, result.request_id),
             )
             if done.rowcount == 0:
-                self._insert(conversation_id, text, result.request_id, "answered", filled, private)
+                self._insert(
+                    conversation_id, text, result.request_id, "answered", filled, private, source
+                )
             else:
                 self._touch(conversation_id)
 
@@ -167,12 +173,14 @@ class Conversations:
         state: str,
         filled: tuple[str, str | None, str, str, str | None] = ("", None, "[]", "", None),
         private: str = "[]",
+        source: str = "user",
     ) -> None:
         now = time.time()
         title = " ".join(text.split())[:TITLE_CHARS]
         self.db.execute(
-            "INSERT OR IGNORE INTO conversations (id, title, created, updated) VALUES (?, ?, ?, ?)",
-            (conversation_id, title, now, now),
+            "INSERT OR IGNORE INTO conversations (id, title, created, updated, source)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (conversation_id, title, now, now, source),
         )
         self.db.execute(
             "INSERT INTO turns (conversation_id, request_id, text, route, planner, plans,"
@@ -212,17 +220,20 @@ class Conversations:
             for request_id, text, route, planner, plans, answer, at, state, error, labels in rows
         ]
 
-    def summaries(self) -> ConversationsResult:
-        """`hearth conversations --json`: newest first."""
+    def summaries(self, everyone: bool = False) -> ConversationsResult:
+        """`hearth conversations --json`: the user's, newest first; with `everyone`
+        (`--all`), apps' requests over the API too."""
         rows = self.db.execute(
-            "SELECT c.id, c.title, COUNT(t.seq), c.updated FROM conversations c"
+            "SELECT c.id, c.title, COUNT(t.seq), c.updated, c.source FROM conversations c"
             " LEFT JOIN turns t ON t.conversation_id = c.id"
-            " GROUP BY c.id ORDER BY c.updated DESC, c.rowid DESC"
+            " WHERE ? OR c.source = 'user'"
+            " GROUP BY c.id ORDER BY c.updated DESC, c.rowid DESC",
+            (everyone,),
         )
         return ConversationsResult(
             conversations=[
-                ConversationSummary(id=i, title=title, turns=n, updated=at)
-                for i, title, n, at in rows
+                ConversationSummary(id=i, title=title, turns=n, updated=at, source=source)
+                for i, title, n, at, source in rows
             ]
         )
 
@@ -260,13 +271,14 @@ class Conversations:
 
     def _summary(self, conversation_id: str) -> ConversationSummary | None:
         row = self.db.execute(
-            "SELECT c.id, c.title, COUNT(t.seq), c.updated FROM conversations c"
+            "SELECT c.id, c.title, COUNT(t.seq), c.updated, c.source FROM conversations c"
             " LEFT JOIN turns t ON t.conversation_id = c.id WHERE c.id = ? GROUP BY c.id",
             (conversation_id,),
         ).fetchone()
         if row is None:
             return None
-        return ConversationSummary(id=row[0], title=row[1], turns=row[2], updated=row[3])
+        i, title, n, at, source = row
+        return ConversationSummary(id=i, title=title, turns=n, updated=at, source=source)
 
 
 def _labels(stored: str | None, route: str) -> TurnLabels:

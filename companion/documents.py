@@ -167,9 +167,7 @@ def within_a_frame(request: PlanRequest, max_frame: int = DEFAULT_MAX_FRAME) -> 
     size = len(encode_body(request))
     if size <= max_frame:
         return request
-    documents = ", ".join(
-        f"{d.name} {len(d.text.encode())} bytes" for d in request.documents
-    )
+    documents = ", ".join(f"{d.name} {len(d.text.encode())} bytes" for d in request.documents)
     holds = f"; its documents as UTF-8: {documents}" if documents else ""
     raise HearthError(
         ErrorCode.INVALID_INPUT,

@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from hearth.protocol.wire.chat import ChatMessage
+from hearth.protocol.wire.generation import AnswerSettings
 
 from .results import AskResult
 
@@ -42,6 +43,10 @@ class AskRequest(_Model):
     )
     """Earlier messages an app keeps itself (an OpenAI client's); used instead of the
     stored conversation's turns when given."""
+    generation: AnswerSettings | None = None  # an app's sampling and answer format
+    source: Literal["user", "api"] = "user"
+    """Who asked: the user (the chat page, the CLI) or an app over the API, whose
+    requests are kept apart from the user's conversations unless it names one."""
 
     @field_validator("history")
     @classmethod

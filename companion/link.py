@@ -13,15 +13,17 @@ from the founder), so a resident phone never misses a rotation.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
-from hearth.protocol.console import reason_about
+from hearth.protocol.console import reason_about, storage_problem
 from hearth.protocol.transport.addressbook import AddressBook
 from hearth.protocol.transport.discovery import browse
 from hearth.protocol.transport.health import ask_health
@@ -34,6 +36,22 @@ from hearth.protocol.wire.messages import MemberAddrs, ModelInfo, RosterUpdate, 
 from hearth.protocol.wire.roster import Role, Roster
 
 from .audit import AuditLog, AuditRecord
+
+T = TypeVar("T")
+log = logging.getLogger("hearth.link")
+
+
+async def surviving_storage(work: Callable[[], Awaitable[T]], failed: T) -> T:
+    """`work()`, or `failed` (logged) when the home cannot be written (a full disk)."""
+    try:
+        return await work()
+    except (OSError, sqlite3.Error) as exc:
+        problem = storage_problem(exc)
+        if problem is None:
+            raise
+        log.warning("%s", problem.message)
+        return failed
+
 
 CONNECT_TIMEOUT_S = 3.0
 KEEPALIVE_BOUND_S = 3.0
@@ -99,15 +117,17 @@ class NodeLink:
             return True
 
     async def keep(self) -> None:
-        """Keep the link up until cancelled: keepalive, periodic re-sync, reconnect."""
+        """Keep the link up until cancelled: keepalive, periodic re-sync, reconnect. A home
+        that cannot be written meanwhile (a full disk) fails that round's work, which is
+        logged and tried again, never the companion."""
         backoff = FIRST_BACKOFF_S
         while True:
-            if await self.ensure():
+            if await surviving_storage(self.ensure, False):
                 backoff = FIRST_BACKOFF_S
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(self._resync_periodically)
+                    tg.start_soon(surviving_storage, self._resync_periodically, None)
                     if self.on_up is not None:  # ended with the connection, as the rest
-                        tg.start_soon(self.on_up)
+                        tg.start_soon(surviving_storage, self.on_up, None)
                     quiet = await watch(self.host, self.node, KEEPALIVE_BOUND_S)
                     tg.cancel_scope.cancel()
                 self._down(f"the home node went silent ({quiet:.1f} s without a byte)")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,12 +15,20 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from hearth.protocol.model.chat import ChatTemplate, split_at_first_user_turn
-from hearth.protocol.model.grammar import Mode, tool_grammar
-from hearth.protocol.model.limits import Sampling
+from hearth.protocol.model.grammar import Mode, answer_grammar, tool_grammar
+from hearth.protocol.model.limits import Sampling, answer_tokens, requested
 from hearth.protocol.model.toolcalls import parse_generation
 from hearth.protocol.model.validate import check_schemas, validate_calls
 from hearth.protocol.wire.errors import ErrorCode, HearthError
-from hearth.protocol.wire.messages import ChatMessage, Limits, Plan, PlanStep, ToolSpec
+from hearth.protocol.wire.messages import (
+    AnswerSettings,
+    ChatMessage,
+    Limits,
+    Plan,
+    PlanStep,
+    ToolSpec,
+    Usage,
+)
 
 if TYPE_CHECKING:  # llama.cpp and numpy load on first local use, not at every start
     from hearth.protocol.model.runtime import LlamaRuntime
@@ -65,7 +73,8 @@ class LocalResult:
     tokens: int
     confidence: float | None = None
     thinking: str = ""  # the thinking block, when the request asked for one
-    prompt_tokens: int = 0  # evaluated for this request (a cached stable prefix is not)
+    usage: Usage = field(default_factory=Usage)  # the prompt's (cached prefix too), the answer's
+    truncated: bool = False  # the token limit cut the answer
 
 
 class LocalModel:
@@ -113,6 +122,7 @@ class LocalModel:
         thinking: bool = False,
         history: Sequence[ChatMessage] = (),
         on_text: OnText | None = None,
+        settings: AnswerSettings | None = None,
     ) -> LocalResult:
         """One local round: a validated local plan (up to `limits.max_steps` calls), or
         an answer. `history` (earlier turns) comes before the request `text` (none: the
@@ -120,7 +130,8 @@ class LocalModel:
         template. `on_text(piece, thinking)` hears the thinking and, when no tool
         may be called, the answer as they are generated (from the generating thread).
         A call that is cut or breaks its schema raises `plan_rejected` (the router may
-        escalate)."""
+        escalate). `settings` (an app's) tune sampling, bound the answer's tokens within
+        `limits` and, in a round that may call no tool, may ask for a JSON answer."""
         from hearth.protocol.model.runtime import SessionMemory
 
         runtime = await self.runtime()
@@ -130,9 +141,10 @@ class LocalModel:
             t.function.name: dict(t.function.parameters) for t in tools
         }
         check_schemas(schemas)
-        grammar = tool_grammar(
+        calls = tool_grammar(
             schemas, mode, limits.max_steps, max_value_chars=limits.max_value_chars
         )
+        grammar = calls or answer_grammar(settings)
         messages = [m.model_dump(exclude_none=True) for m in history]
         if text is not None:
             messages.append({"role": "user", "content": text})
@@ -146,16 +158,16 @@ class LocalModel:
                 rest,
                 prefix=prefix,
                 grammar=grammar,
-                max_tokens=limits.max_tokens,
-                sampling=self.sampling or runtime.recommended,
+                max_tokens=answer_tokens(limits.max_tokens, settings),
+                sampling=requested(self.sampling or runtime.recommended, settings),
                 confidence=True,
                 cancelled=cancelled,
                 thinking_budget=limits.max_thinking_tokens if thinking else None,
-                on_text=(lambda piece: hear(piece, False)) if grammar is None else lambda _: None,
+                on_text=(lambda piece: hear(piece, False)) if calls is None else lambda _: None,
                 on_thinking=lambda piece: hear(piece, True),
             )
         )
-        parsed = parse_generation(result.text, result.finish, schemas, calls=grammar is not None)
+        parsed = parse_generation(result.text, result.finish, schemas, calls=calls is not None)
         await validate_calls(parsed.calls, schemas)
         plan = (
             local_plan(phone_id, [(c.name, c.arguments) for c in parsed.calls])
@@ -168,5 +180,6 @@ class LocalModel:
             result.tokens,
             result.confidence,
             result.thinking,
-            result.prompt_tokens,
+            Usage(prompt_tokens=result.prompt_counted, completion_tokens=result.completion_counted),
+            parsed.truncated,
         )

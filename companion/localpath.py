@@ -19,6 +19,7 @@ from .egress import Destination
 from .events import TokenEvent
 from .local import LocalModel, LocalResult
 from .outcomes import Answered, Escalated, Route
+from .results import UsageView
 from .turn import Turn, plan_view
 
 
@@ -50,6 +51,7 @@ async def local_plan(
         thinking=request.thinking,
         history=turn.prompt.earlier(Destination.PHONE),
         on_text=streaming(turn),
+        settings=request.generation,
     )
 
 
@@ -80,6 +82,8 @@ async def answer_locally(
         ),
         thinking=result.thinking,
         confidence=None if result.confidence is None else round(result.confidence, 4),
+        usage=UsageView.of(result.usage),
+        finish="length" if result.truncated else "stop",
         input=turn.prompt.labels(Destination.PHONE),
         labels=turn.prompt.labels(Destination.PHONE),
     )

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .labels import CLEAN, Labels
-from .results import AskResult, DocumentView, PlanView, WarningView
+from .results import AskResult, DocumentView, PlanView, UsageView, WarningView
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,8 @@ class Answered:
     thinking: str | None = None
     confidence: float | None = None
     first_token_ms: float | None = None
+    usage: UsageView = field(default_factory=UsageView)
+    finish: Literal["stop", "length"] = "stop"  # "length": the token limit cut the answer
     input: Labels = CLEAN  # of what its planner read before it planned
     labels: Labels = CLEAN  # of everything its planner read: the answer's labels
     steps: tuple[tuple[str, Labels], ...] = ()  # each step's labels, by "plan_id/step_id"
@@ -112,6 +114,8 @@ def ask_result(asked: Asked, answered: Answered, thinking: bool, total_ms: float
         thinking=answered.thinking if thinking else None,
         confidence=answered.confidence,
         untrusted_sources=sorted(answered.untrusted_sources),
+        usage=answered.usage,
+        finish=answered.finish,
         timings={
             **{k: v for k, v in timings.items() if v is not None},
             "total_ms": total_ms,

@@ -147,6 +147,7 @@ class Prompt:
                 device=device,
                 tool_choice=request.tool_choice,
                 thinking=request.thinking,
+                generation=request.generation,
                 documents=[
                     d.part().model_copy(update={"text": INERT(d.text)})
                     for d, sent in documents

@@ -62,4 +62,3 @@ class RelayedConfirmer:
         question.approve = approve
         question.answered.set()
         return True
-

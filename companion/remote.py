@@ -22,7 +22,7 @@ from hearth.protocol.transport.keepalive import watch
 from hearth.protocol.transport.plans import PLAN_PROTOCOL, PlanOutcome, run_plan_session
 from hearth.protocol.transport.taskgroups import single_error
 from hearth.protocol.wire.errors import ErrorCode, HearthError
-from hearth.protocol.wire.messages import Observation, Plan, PlanRequest, Token
+from hearth.protocol.wire.messages import Observation, Plan, PlanRequest, Token, Usage
 from hearth.protocol.wire.roster import Role
 
 from .documents import DocumentProgress
@@ -33,7 +33,7 @@ from .friends import FriendPlanner, named
 from .labels import Labels
 from .link import KEEPALIVE_BOUND_S, NodeLink
 from .outcomes import Answered, Route
-from .results import DocumentView
+from .results import DocumentView, UsageView
 from .turn import Turn, plan_view
 
 DEADLINE_GRACE_S = 1.0  # past the deadline, for the node's own `timed_out` to arrive first
@@ -160,6 +160,8 @@ async def answer_remotely(
         plans=tuple(plan_view(p, observed.get(p.plan_id, [])) for p in outcome.plans),
         documents=tuple(session.documents),
         thinking=session.thought,
+        usage=UsageView.of(outcome.final.usage or Usage()),
+        finish=outcome.final.finish,
         first_token_ms=(
             None if outcome.first_token_s is None else round(outcome.first_token_s * 1000, 1)
         ),

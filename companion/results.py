@@ -8,7 +8,7 @@ imports: the thin client loads this module on every command.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -18,6 +18,9 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     model_serializer,
 )
+
+if TYPE_CHECKING:
+    from hearth.protocol.wire.messages import Usage
 
 StepStatus = Literal["ok", "error", "refused", "skipped", "timed_out"]
 
@@ -63,6 +66,23 @@ class DocumentView(Result):
     sent: bool = False
 
 
+class UsageView(Result):
+    """Tokens an answer cost, as OpenAI's `usage` has them (counted by the runtime that
+    generated: the phone's llama.cpp, the node's backend or its upstream)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+    @classmethod
+    def of(cls, usage: Usage) -> UsageView:
+        return cls(
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            total_tokens=usage.total_tokens,
+        )
+
+
 class AskResult(Result):
     """`hearth ask --json`. `thinking` and `confidence` appear only when present."""
 
@@ -86,6 +106,8 @@ class AskResult(Result):
     untrusted_sources: list[str] = Field(default_factory=list)
     """The untrusted input the planner read before it wrote the answer (web results, files,
     messages, MCP results, a friend's plans): the answer may repeat what they said."""
+    usage: UsageView = Field(default_factory=UsageView)
+    finish: Literal["stop", "length"] = "stop"  # "length": the token limit cut the answer
 
     @model_serializer(mode="wrap")
     def _optional_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -175,6 +197,7 @@ class ConversationSummary(Result):
     title: str
     turns: int
     updated: float
+    source: Literal["user", "api"] = "user"  # "api": an app's requests over the local API
 
 
 class TurnView(Result):
@@ -221,3 +244,5 @@ class Completion(Result):
     calls: list[ClientToolCall] = Field(default_factory=list)
     route: Literal["local", "remote"]
     reason: str = ""
+    usage: UsageView = Field(default_factory=UsageView)
+    finish: Literal["stop", "length"] = "stop"

@@ -78,8 +78,8 @@ async def perform(service: Service, op: Op) -> BaseModel:
             return service.tools()
         case AuditOp(verify=verify):
             return service.audit(verify)
-        case ConversationsOp(id=None):
-            return service.conversations.summaries()
+        case ConversationsOp(id=None, all=everyone):
+            return service.conversations.summaries(everyone)
         case ConversationsOp(id=str(conversation_id)):
             return service.conversations.detail(conversation_id)
         case InboxOp():

@@ -26,7 +26,13 @@ from hearth.protocol.console import read_toml
 from hearth.protocol.transport.keys import load_identity
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.identity import peer_id_of
-from hearth.protocol.wire.messages import ChatMessage, DeviceContext, ToolSpec
+from hearth.protocol.wire.messages import (
+    AnswerSettings,
+    ChatMessage,
+    DeviceContext,
+    ToolSpec,
+    Usage,
+)
 
 from .asker import Asker
 from .audit import AuditLog
@@ -56,6 +62,7 @@ from .results import (
     SearchResult,
     StatusResult,
     ToolsResult,
+    UsageView,
     WarningView,
 )
 from .settings import load_settings
@@ -218,12 +225,13 @@ class Service:
         turn, turns = self._turn(
             request, uuid.uuid4().hex, conversation_id, events, cancel, executor, documents
         )
-        self.conversations.begin(conversation_id, turn.request_id, request.text)
+        self.conversations.begin(conversation_id, turn.request_id, request.text, request.source)
         try:
             answered, link = await Asker(self, turn, conversation_id).answer(turns)
         except BaseException as exc:  # an error, or cancelled: the request is kept, failed
             why = f"{exc.code.value}: {exc.message}" if isinstance(exc, HearthError) else "stopped"
-            self.conversations.failed(turn.request_id, why)
+            with contextlib.suppress(sqlite3.Error):  # a full disk: left `running`, so the
+                self.conversations.failed(turn.request_id, why)  # next start: `interrupted`
             raise
         asked = Asked(
             request_id=turn.request_id,
@@ -278,6 +286,7 @@ class Service:
                     steps=steps,
                     planned_at=planned_at,
                 ),
+                turn.request.source,
             )
         return result
 
@@ -332,10 +341,13 @@ class Service:
         events: EventSink,
         cancel: anyio.Event,
         tool_choice: Literal["auto", "required", "none"] = "auto",
+        generation: AnswerSettings | None = None,
+        parallel_tool_calls: bool = True,
     ) -> Completion:
         """Plan with an app's own tools (an OpenAI client's) and return the calls for
         the app to run: nothing is executed on the phone. `auto` plans on the home node
-        when it is reachable, else locally."""
+        when it is reachable, else locally. Without `parallel_tool_calls`, at most one
+        call comes back."""
         if not messages:
             raise HearthError(ErrorCode.INVALID_INPUT, "no messages")
         *earlier, last = messages
@@ -346,6 +358,7 @@ class Service:
                 route=route,
                 tool_choice=tool_choice,
                 history=earlier if text else messages,
+                generation=generation,
             )
         except ValidationError as exc:
             problem = exc.errors(include_url=False, include_input=False)[0]
@@ -362,18 +375,28 @@ class Service:
         if route != "local" and self.paired:
             async with self.link_to_home() as link:
                 if await link.ensure():
-                    return await self._complete_remotely(link, turn, tools)
+                    return await self._complete_remotely(link, turn, tools, parallel_tool_calls)
                 if route == "remote":
                     raise link.error or HearthError(ErrorCode.UNREACHABLE, link.reason)
-        result = await local_plan(self.local, turn, tools, self.peer_id, self.settings.limits)
+        limits = self.settings.limits
+        if not parallel_tool_calls:
+            limits = limits.model_copy(update={"max_steps": 1})
+        result = await local_plan(self.local, turn, tools, self.peer_id, limits)
         calls = [
             ClientToolCall(id=f"call_{uuid.uuid4().hex[:24]}", name=s.tool, arguments=s.arguments)
             for s in (result.plan.steps if result.plan else [])
         ]
-        return Completion(answer=result.answer, calls=calls, route="local", reason="on the phone")
+        return Completion(
+            answer=result.answer,
+            calls=calls,
+            route="local",
+            reason="on the phone",
+            usage=UsageView.of(result.usage),
+            finish="length" if result.truncated else "stop",
+        )
 
     async def _complete_remotely(
-        self, link: NodeLink, turn: Turn, tools: list[ToolSpec]
+        self, link: NodeLink, turn: Turn, tools: list[ToolSpec], parallel_tool_calls: bool
     ) -> Completion:
         """One plan from the node, its calls returned; the node hears every step was
         `skipped` ("returned to the app") and writes no more plans (two rounds at most)."""
@@ -381,12 +404,13 @@ class Service:
 
         from .remote import plan_session
 
+        one = {} if parallel_tool_calls else {"max_steps": 1}
         request = turn.prompt.plan_request(
             Destination.HOME,
             request_id=turn.request_id,
             request=turn.request,
             tools=tools,
-            limits=self.settings.limits.model_copy(update={"max_rounds": 2}),
+            limits=self.settings.limits.model_copy(update={"max_rounds": 2, **one}),
             device=device_context(),
             egress=turn.executor.egress,
             documents_sent=[],
@@ -408,6 +432,8 @@ class Service:
             calls=calls,
             route="remote",
             reason="planned on the home node",
+            usage=UsageView.of(session.outcome.final.usage or Usage()),
+            finish=session.outcome.final.finish,
         )
 
     # -- reporting ----------------------------------------------------------------------

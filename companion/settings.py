@@ -30,6 +30,10 @@ GGUF_MAGIC = b"GGUF"
 PHONE_LIMITS = Limits(max_steps=20, max_rounds=10, max_tokens=768, deadline_s=300)
 """The phone's defaults, sized for multi-step work (read, then act: up to 20 tool calls
 over 10 rounds); a `[limits]` table changes only the keys it sets."""
+# a Host name (lower case), an IPv6 address in brackets, either with a port or not
+HostName = Annotated[
+    str, Field(pattern=r"^([a-z0-9]([a-z0-9.-]{0,252})|\[[0-9a-f:.]{2,45}\])(:[0-9]{1,5})?$")
+]
 
 
 class DocumentLimits(BaseModel):
@@ -51,6 +55,14 @@ class PhoneSettings(BaseModel):
     """The local (Q4) GGUF; empty: none (requests then need the home node)."""
     api_port: Annotated[int, Field(ge=1, le=65535)] = 7733
     """The local API's port on 127.0.0.1 (`hearth serve`)."""
+    api_running: Annotated[int, Field(ge=1, le=64)] = 2
+    """API requests answered at once (the home node takes 2 of one phone's at once by
+    default: its `per_peer`); the rest wait their turn, in order."""
+    api_queue: Annotated[int, Field(ge=16, le=1024)] = 32
+    """API requests that may wait for their turn; one more is `busy` (429, Retry-After)."""
+    api_hosts: Annotated[list[HostName], Field(max_length=16)] = Field(default_factory=list)
+    """Host names the API accepts besides 127.0.0.1, localhost and [::1] (with the API's
+    port unless one is given), e.g. `host.docker.internal` for a front end in a container."""
     limits: Limits = PHONE_LIMITS
     """What a request asks the planner to keep to (the phone enforces it)."""
     history_turns: Annotated[int, Field(ge=0, le=64)] = 8

@@ -69,6 +69,7 @@ class AuditOp(_Op):
 class ConversationsOp(_Op):
     op: Literal["conversations"] = "conversations"
     id: Annotated[str | None, Field(max_length=128)] = None
+    all: bool = False  # apps' API requests too (`--all`)
 
 
 class InboxOp(_Op):

@@ -23,8 +23,9 @@ import anyio
 import msgpack
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from hearth.protocol.model.grammar import Mode, tool_grammar
+from hearth.protocol.model.grammar import Mode, answer_grammar, tool_grammar
 from hearth.protocol.model.inert import Inert
+from hearth.protocol.model.limits import answer_tokens, requested
 from hearth.protocol.model.runtime import Sampling
 from hearth.protocol.model.toolcalls import parse_generation
 from hearth.protocol.model.validate import check_schemas, validate_calls
@@ -50,6 +51,7 @@ from hearth.protocol.wire.messages import (
     Token,
     ToolSpec,
     UntrustedInput,
+    Usage,
     error_frame,
 )
 from hearth.protocol.wire.roster import Role, Roster
@@ -308,7 +310,11 @@ class _Session:
             reading = await self._read_documents(request, backend, conv)
             conv.messages[-1:-1] = reading.messages()
             untrusted += reading.untrusted()
-        settings = GenerationSettings(request.limits.max_tokens, self.planner.settings.sampling)
+        settings = GenerationSettings(  # the app's sampling, within this request's limits
+            answer_tokens(request.limits.max_tokens, request.generation),
+            requested(self.planner.settings.sampling, request.generation),
+        )
+        usage = Usage()
         steps_left = request.limits.max_steps
         for round_no in range(1, request.limits.max_rounds + 1):
             last = round_no == request.limits.max_rounds or steps_left == 0
@@ -325,12 +331,13 @@ class _Session:
             async def stream_thought(piece: str) -> None:  # progress, never a call
                 await self.send(Token(request_id=request.request_id, text=piece, thinking=True))
 
-            grammar = tool_grammar(
+            calls = tool_grammar(
                 schemas,
                 mode,
                 max_calls=max(1, steps_left),
                 max_value_chars=request.limits.max_value_chars,
             )
+            grammar = calls or answer_grammar(request.generation)
             result = await backend.generate(
                 conv,
                 grammar=grammar,
@@ -341,18 +348,27 @@ class _Session:
             )
             if result.finish == "cancelled":
                 raise HearthError(ErrorCode.CANCELLED, "plan session cancelled")
+            usage += Usage(
+                prompt_tokens=result.prompt_counted, completion_tokens=result.completion_counted
+            )
             parsed = parse_generation(
                 result.text,
                 result.finish,
                 schemas,
-                calls=grammar is not None,
+                calls=calls is not None,
                 thinking=request.thinking,
             )
             await validate_calls(parsed.calls, schemas)
             conv.messages.append(ChatMessage(role="assistant", content=result.text))
             if not parsed.calls:
                 await self.send(
-                    Final(request_id=request.request_id, answer=parsed.text, rounds=round_no - 1)
+                    Final(
+                        request_id=request.request_id,
+                        answer=parsed.text,
+                        rounds=round_no - 1,
+                        usage=usage,
+                        finish="length" if parsed.truncated else "stop",
+                    )
                 )
                 return
             steps_left -= len(parsed.calls)

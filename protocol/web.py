@@ -30,6 +30,7 @@ import shlex
 import socket
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import parse_qs
 
@@ -247,6 +248,7 @@ class Guard:
         login_page: bool,
         title: str,
         token_file: Path | None = None,
+        hosts: Sequence[str] = (),
     ) -> None:
         if len(token) < MIN_TOKEN_CHARS:
             raise ValueError("the access token is too short")
@@ -258,6 +260,7 @@ class Guard:
         self._token_file = token_file
         self._sessions = _Sessions()
         self._failures = _FailureBudget()
+        self._hosts = [h.lower() for h in hosts]
 
     def _login_page_html(self, *, wrong: bool) -> bytes:
         return _login_html(self._title, wrong, self._token_file)
@@ -304,7 +307,8 @@ class Guard:
         if not host or request.port is None:
             return None
         host = host.lower()
-        allowed = {f"{name}:{request.port}" for name in ("127.0.0.1", "localhost", "[::1]")}
+        names = ("127.0.0.1", "localhost", "[::1]", *self._hosts)
+        allowed = {name if _has_port(name) else f"{name}:{request.port}" for name in names}
         return host if host in allowed else None
 
     def _authenticate(self, request: _Request, origin: str | None) -> tuple[int, str] | None:
@@ -392,7 +396,16 @@ class Guard:
             await send({"type": "websocket.close", "code": 1008, "reason": why})
             return
         extra = [(b"www-authenticate", b'Bearer realm="hearth"')] if status == 401 else []
-        if request.is_api:
+        if request.path.startswith("/v1/") or request.path == "/v1":  # OpenAI's error shape
+            error = {
+                "message": why,
+                "type": "invalid_request_error",
+                "param": None,
+                "code": _OPENAI_CODES.get(status, "refused"),
+            }
+            body = json.dumps({"error": error}).encode()
+            await _respond(send, status, body, "application/json", extra)
+        elif request.is_api:
             code = {401: ErrorCode.REFUSED, 403: ErrorCode.REFUSED, 429: ErrorCode.BUSY}.get(
                 status, ErrorCode.INVALID_INPUT
             )
@@ -400,6 +413,13 @@ class Guard:
             await _respond(send, status, body, "application/json", extra)
         else:
             await _respond(send, status, why.encode(), "text/plain", extra)
+
+
+_OPENAI_CODES = {401: "invalid_api_key", 403: "forbidden", 421: "misdirected_request"}
+
+
+def _has_port(host: str) -> bool:
+    return host.rsplit("]", 1)[-1].count(":") == 1
 
 
 class _Secured:
@@ -457,14 +477,21 @@ def guard(
     login_page: bool,
     title: str = "Hearth",
     token_file: Path | None = None,
+    hosts: Sequence[str] = (),
 ) -> ASGIApp:
     """`app` behind the loopback guard: Host and Origin checked on every request, the bearer
     `token` or a session cookie named `cookie` required; with `login_page`, `GET /` without
     a session and `GET /login` show the sign-in form (saying where `token_file` is, and
     how to print it), `POST /login` (field `token`) starts a session and `POST /logout`
-    ends it."""
+    ends it. `hosts` are more Host names accepted (with the port, unless one is given)."""
     return Guard(
-        app, token=token, cookie=cookie, login_page=login_page, title=title, token_file=token_file
+        app,
+        token=token,
+        cookie=cookie,
+        login_page=login_page,
+        title=title,
+        token_file=token_file,
+        hosts=hosts,
     )
 
 

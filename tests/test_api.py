@@ -16,6 +16,8 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+import trio
+import trio.testing
 from anyio.abc import TaskStatus
 
 from hearth.companion.api import serve_api
@@ -100,8 +102,10 @@ def test_a_completion_answers_a_conversation_on_the_phone(api: Api) -> None:
         ],
     )
     [choice] = completion.choices
-    assert choice.finish_reason == "stop" and choice.message.role == "assistant"
-    assert isinstance(choice.message.content, str)
+    assert choice.message.role == "assistant" and isinstance(choice.message.content, str)
+    # random weights seldom end an answer: cut by the phone's limit, it says so (the
+    # clients' tests check the limit itself)
+    assert choice.finish_reason in ("stop", "length") and completion.usage.completion_tokens
     assert completion.model == "hearth-local" and completion.id.startswith("chatcmpl-")
     assert completion.model_extra["hearth"]["route"] == "local"
 
@@ -123,13 +127,13 @@ def test_a_streamed_completion_is_openais_event_stream(api: Api) -> None:
     assert {c["object"] for c in chunks} == {"chat.completion.chunk"}
     assert len({c["id"] for c in chunks}) == 1
     assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
-    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+    assert chunks[-1]["choices"][0]["finish_reason"] in ("stop", "length")
 
     stream = api.client().chat.completions.create(
         model="hearth-local", stream=True, messages=[{"role": "user", "content": "Say something"}]
     )
     finishes = [c.choices[0].finish_reason for c in stream if c.choices]
-    assert finishes[-1] == "stop" and set(finishes[:-1]) == {None}
+    assert finishes[-1] in ("stop", "length") and set(finishes[:-1]) == {None}
 
 
 def test_thinking_streams_apart_as_reasoning_content(api: Api) -> None:
@@ -172,7 +176,7 @@ def test_client_tools_come_back_as_tool_calls_for_the_app_to_run(api: Api, model
         messages=[question, choice.message.model_dump(exclude_none=True), *results],
         tools=[WEATHER],
     )
-    assert again.choices[0].finish_reason in ("stop", "tool_calls")
+    assert again.choices[0].finish_reason in ("stop", "length", "tool_calls")
 
 
 @pytest.mark.parametrize(
@@ -340,17 +344,37 @@ def test_native_reports_are_the_commands_json(api: Api) -> None:
     assert too_long.status_code == 400 and "c" * 100 not in too_long.text
 
 
-def test_one_more_request_than_the_slots_is_busy_not_queued() -> None:
-    slots = Slots(2)
-    give_back = [slots.take(), slots.take()]
+def test_requests_past_those_running_wait_in_order_and_only_past_the_queue_429() -> None:
+    slots = Slots(2, 3)
+    tickets = [slots.enter() for _ in range(5)]  # 2 running, 3 waiting
     with pytest.raises(ApiError) as busy:
-        slots.take()
-    assert (busy.value.status, busy.value.code) == (429, "busy")
-    give_back[0]()
-    give_back[0]()  # giving a slot back twice frees it once
-    slots.take()
-    with pytest.raises(ApiError):
-        slots.take()
+        slots.enter()
+    assert (busy.value.status, busy.value.code) == (429, "busy") and busy.value.retry_after_s
+    served: list[int] = []
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+
+            async def wait(i: int) -> None:
+                await tickets[i].turn()
+                served.append(i)
+
+            for i in (3, 2):  # the order they wait in is not the order they came in
+                nursery.start_soon(wait, i)
+            await trio.testing.wait_all_tasks_blocked()
+            assert served == []
+            tickets[0].release()
+            tickets[0].release()  # given back twice, it frees one place
+            await trio.testing.wait_all_tasks_blocked()
+            assert served == [2]
+            tickets[4].release()  # left the queue (its client hung up): 3 is next
+            tickets[1].release()
+        assert served == [2, 3]
+        slots.enter()  # room again: 2 and 3 run, one more waits
+        with pytest.raises(ApiError):
+            [slots.enter() for _ in range(3)]
+
+    trio.run(main)
 
 
 # -- the native event stream, with a home that plans from a script -------------------

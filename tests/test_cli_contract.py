@@ -170,4 +170,3 @@ def test_help_names_config_and_demo_model() -> None:
     assert "config" in run("hearth", "--help").stdout
     demo = run("hearth", "demo", "--help")
     assert "--model" in demo.stdout
-

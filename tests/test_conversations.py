@@ -4,6 +4,7 @@ sent to the model that answers, private results redacted on their way out."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import stat
 from pathlib import Path
 
@@ -28,6 +29,28 @@ def a_turn(request_id: str, result: object) -> AskResult:
                     status="ok", result=result)  # fmt: skip
     plan = PlanView(plan_id="p1", signer="phone", round=1, steps=[step])
     return AskResult(request_id=request_id, plans=[plan], plan=plan, answer="Found Alice.")
+
+
+def test_an_apps_requests_are_kept_apart_and_an_older_database_gains_the_source(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "conversations.db"
+    older = sqlite3.connect(path)  # as a companion made it before conversations had a source
+    older.executescript(
+        "CREATE TABLE conversations (id TEXT PRIMARY KEY, title TEXT NOT NULL,"
+        " created REAL NOT NULL, updated REAL NOT NULL);"
+        "INSERT INTO conversations VALUES ('old', 'an old one', 1.0, 1.0);"
+    )
+    older.commit()
+    older.close()
+    store = Conversations(path)
+    app = store.for_request(None, False)
+    store.append(app, "generate a title", a_turn("r1", {}), set(), source="api")
+    assert [(c.id, c.source) for c in store.summaries().conversations] == [("old", "user")]
+    everyone = store.summaries(everyone=True).conversations
+    assert [(c.id, c.source) for c in everyone] == [(app, "api"), ("old", "user")]
+    assert store.for_request(None, True) == "old"  # --continue: the user's, not the app's
+    assert Conversations(path).summaries(everyone=True).conversations == everyone  # reopened
 
 
 def test_turns_are_kept_titled_and_listed(tmp_path: Path) -> None:

@@ -20,9 +20,7 @@ RUNS = 10000  # a smoke run; the CI budget is run_all.py
 
 
 @pytest.mark.skipif(importlib.util.find_spec("atheris") is None, reason="atheris not installed")
-@pytest.mark.parametrize(
-    "target", ["fuzz_frames.py", "fuzz_search_packets.py", "fuzz_control.py"]
-)
+@pytest.mark.parametrize("target", ["fuzz_frames.py", "fuzz_search_packets.py", "fuzz_control.py"])
 def test_short_fuzz_run_finds_nothing(target: str, tmp_path) -> None:
     done, failure = run(target, RUNS, tmp_path)
     assert failure == "", failure

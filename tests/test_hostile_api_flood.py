@@ -109,8 +109,8 @@ def test_a_flood_of_large_bodies_is_read_and_dropped_not_held(companion) -> None
     big = {"text": "x" * 900_000, "route": "local"}  # under the 1 MiB body limit
     outcomes = flood(url, token, 500, big)
     assert set(outcomes) <= {"400"} | {k for k in outcomes if k.startswith("429")}, outcomes
-    # read before a slot was taken, the bodies grew the peak by ~330 MB; now the slots bound
-    # the bodies held at once to 8 (~80 MB of growth, the interpreter's and buffers' share)
+    # read before a place was taken, the bodies grew the peak by ~330 MB; now the places
+    # (2 running, 32 waiting) bound the bodies held at once to 34
     assert peak_rss_kib(pid) - before < 160 * 1024
     assert_still_serving(url, token)
 

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from hearth.companion.api.errors import BODY_READ_S
+from hearth.companion.settings import PhoneSettings
 
 from .test_hostile_api_flood import resident_companion
 
@@ -41,7 +42,8 @@ def test_trickled_bodies_do_not_hold_the_slots(companion) -> None:
     """Before: each trickled body held its slot for as long as its client liked, and 8 of
     them answered every other ask `busy` for ever. Now each is answered 408 in time."""
     url, token = companion
-    held = [trickler(url, token) for _ in range(12)]  # every slot, and some refused ones
+    places = PhoneSettings().api_running + PhoneSettings().api_queue  # running and waiting
+    held = [trickler(url, token) for _ in range(places + 4)]  # every place, and refused ones
     try:
         auth = {"Authorization": f"Bearer {token}"}
         body = {"text": "hi", "route": "local", "tool_choice": "none"}

@@ -60,9 +60,7 @@ def test_ask_attaching_emoji_past_a_frame_is_invalid_input_and_nothing_is_sent(
     asked = [str(BIN / "hearth"), "ask", "--json", "--yes", "--route", "remote",
              "--home", home, "--attach", "faces.txt", "summarise this"]  # fmt: skip
     env = {**os.environ, "HEARTH_NO_MDNS": "1"}
-    done = subprocess.run(
-        asked, cwd=tmp_path, capture_output=True, text=True, timeout=180, env=env
-    )
+    done = subprocess.run(asked, cwd=tmp_path, capture_output=True, text=True, timeout=180, env=env)
     assert done.returncode == 9, done.stdout + done.stderr
     (line,) = done.stdout.strip().splitlines()
     error = json.loads(line)["error"]
@@ -70,9 +68,7 @@ def test_ask_attaching_emoji_past_a_frame_is_invalid_input_and_nothing_is_sent(
     assert not bench.heard.exists() or bench.plan_requests() == []  # the node heard nothing
     # the same file within a frame's bytes is sent and read
     (tmp_path / "faces.txt").write_text(EMOJI * 200_000)
-    done = subprocess.run(
-        asked, cwd=tmp_path, capture_output=True, text=True, timeout=180, env=env
-    )
+    done = subprocess.run(asked, cwd=tmp_path, capture_output=True, text=True, timeout=180, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads(done.stdout)["documents"][0]["sent"] is True
     (heard,) = bench.plan_requests()

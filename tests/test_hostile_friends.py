@@ -70,9 +70,7 @@ def test_a_greedy_friends_request_is_planned_within_the_caps_and_lets_go_at_thei
     phone = pair_phone(tmp_path / "phone", home.invite())
     uri = home.invite("--role", "friend", "--grant", "relay,planner")
     subprocess_join(tmp_path / "friend", uri)
-    friend = start_node(
-        processes, tmp_path / "friend", "--model", str(tiny_models[0]), config=CAPS
-    )
+    friend = start_node(processes, tmp_path / "friend", "--model", str(tiny_models[0]), config=CAPS)
     wait_until(lambda: "planner" in friend.status()["roles"], "the friend's planner role")
     sync_roster(phone, home)
     progress: list[Progress] = []

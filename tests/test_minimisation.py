@@ -36,6 +36,7 @@ def test_private_contact_details_leave_the_phone_only_when_policy_allows(
         await original(self, data)
 
     monkeypatch.setattr(FrameStream, "write", capture)
+
     async def ask() -> dict:
         async with Service.open(home) as service:
             request = AskRequest(text="contacts alice", route="remote", tool_choice="required")

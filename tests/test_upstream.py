@@ -12,7 +12,7 @@ import pytest
 
 from hearth.node.backends import Conversation, GenerationSettings
 from hearth.node.backends.upstream import OpenAIUpstream
-from hearth.protocol.model.grammar import tool_grammar
+from hearth.protocol.model.grammar import json_grammar, tool_grammar
 from hearth.protocol.model.toolcalls import parse_generation
 from hearth.protocol.model.validate import validate_call
 from hearth.protocol.wire.errors import ErrorCode, HearthError
@@ -177,6 +177,37 @@ def test_a_server_that_takes_no_grammar_gets_native_calls_validated_as_text() ->
     (call,) = parse_generation(result.text, result.finish, SCHEMAS).calls
     assert call.name == "notes_create" and call.arguments == {"text": "milk </tool_call> <b>"}
     validate_call(call, SCHEMAS)
+
+
+def test_a_json_answer_goes_to_a_server_that_takes_no_grammar_as_its_json_mode() -> None:
+    refusal = b'{"error": {"code": 400, "message": "unsupported field: grammar"}}'
+    answer = _sse(
+        {"choices": [{"delta": {"content": '{"city": "Oslo"}'}, "finish_reason": "stop"}]}
+    )
+    server = ScriptedServer(
+        [("answer", 400, refusal), ("answer", 400, refusal), ("answer", 200, answer)]
+    )
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    backend = OpenAIUpstream(server.url)
+
+    async def generate():  # type: ignore[no-untyped-def]
+        try:
+            return await backend.generate(
+                _conversation(),
+                grammar=json_grammar(schema),
+                settings=GenerationSettings(32),
+                on_text=lambda _: anyio.sleep(0),
+                cancel=anyio.Event(),
+            )
+        finally:
+            await backend.aclose()
+
+    result = anyio.run(generate, backend="trio")
+    first, second, third = server.bodies
+    assert "grammar" in first and "grammar" in second and second["tool_choice"] == "none"
+    assert "grammar" not in third and third["tool_choice"] == "none"  # never a forced call
+    assert third["response_format"]["json_schema"]["schema"] == schema
+    assert json.loads(result.text) == {"city": "Oslo"}
 
 
 def test_an_optional_round_uses_the_servers_own_tool_calling() -> None:

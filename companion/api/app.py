@@ -1,10 +1,10 @@
 """The local HTTP API: one Starlette app behind the web guard, served on 127.0.0.1.
 
 The guard (`protocol/web.py`) answers 421 to a Host other than this port's loopback
-names, 403 to a cross-origin `Origin`, 401 without the bearer token (or the chat page's
-session); what passes reaches the OpenAI-compatible routes (`/v1`) or the native ones
-(`/api`). Hypercorn's trio worker serves it in the caller's event loop, the one that
-holds the libp2p host.
+names (and `api_hosts`), 403 to a cross-origin `Origin`, 401 without the bearer token
+(or the chat page's session); what passes reaches the OpenAI-compatible routes (`/v1`)
+or the native ones (`/api`). Hypercorn's trio worker serves it in the caller's event
+loop, the one that holds the libp2p host.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from ..service import Service
 
 SESSION_COOKIE = "hearth_session"
-MAX_ASKS = 8  # asks and completions running at once; one more is `busy` (429)
 
 
 async def _unrouted(request: Request, exc: Exception) -> Response:
@@ -54,7 +53,8 @@ async def _chat_page(request: Request) -> Response:
 
 def build_app(service: Service) -> Starlette:
     """The API's routes over `service`, without the guard."""
-    slots = Slots(MAX_ASKS)
+    settings = service.settings
+    slots = Slots(settings.api_running, settings.api_queue)
     return Starlette(
         routes=[
             *openai.OpenAiApi(service, slots).routes(),
@@ -76,7 +76,11 @@ async def serve_api(
     """Serve the API on 127.0.0.1:`port` (0: a free one) until cancelled; `task_status`
     gets the port actually bound."""
     app = guard(
-        build_app(service), token=token, cookie=SESSION_COOKIE, login_page=True,
+        build_app(service),
+        token=token,
+        cookie=SESSION_COOKIE,
+        login_page=True,
         token_file=service.home / TOKEN_NAME,
-    )  # fmt: skip
+        hosts=service.settings.api_hosts,
+    )
     await serve(app, port, task_status=task_status)

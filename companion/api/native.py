@@ -150,7 +150,7 @@ class NativeApi:
 
     async def ask(self, request: Request) -> Response:
         try:
-            release = await self.slots.admit(request)
+            ticket = await self.slots.admit(request)
         except ApiError as exc:
             return error_response(exc)
         try:
@@ -160,7 +160,7 @@ class NativeApi:
                     400, "invalid_input", "attachments are not taken over HTTP", param="attachments"
                 )
         except ApiError as exc:
-            release()
+            ticket.release()
             return error_response(exc)
 
         async def produce(emit: Emit, cancel: anyio.Event) -> None:
@@ -173,9 +173,8 @@ class NativeApi:
                 await send(await self._answer(ask, send, relay, cancel))
             finally:
                 self.relays.discard(relay)
-                release()
 
-        return EventStream(produce)
+        return EventStream(produce, ticket)
 
     async def _answer(
         self,

@@ -1,4 +1,4 @@
-"""The OpenAI-compatible API: `GET /v1/models` and `POST /v1/chat/completions`.
+"""The OpenAI-compatible API: `GET /v1/models[/{id}]` and `POST /v1/chat/completions`.
 
 Models: `hearth` (routed), `hearth-local` (the phone's model), `hearth-home` (the home
 node). Without client `tools` a request is an ask of the phone's assistant: its own
@@ -6,8 +6,8 @@ tools run through the executor, and every confirmation is answered "no" (an Open
 client cannot answer one; the native API can). With client `tools`, the calls come
 back as standard `tool_calls` (finish_reason "tool_calls") for the app to run, and its
 `tool` messages come back in `messages`. Streaming is OpenAI's server-sent events;
-errors are OpenAI's error object. Fields of a request this API does not use (sampling
-settings, `user`, ...) are accepted and ignored; what it uses is bounded.
+errors are OpenAI's error object. Every documented request field is honoured or
+refused (`chat_request`); every answer has `usage`, counted where it was generated.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from typing import TYPE_CHECKING, Annotated, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -27,12 +28,13 @@ from hearth.protocol.model.toolcalls import ToolCall, render_calls
 from hearth.protocol.model.validate import validate_calls
 from hearth.protocol.transport.taskgroups import single_error
 from hearth.protocol.wire.errors import HearthError
-from hearth.protocol.wire.messages import ChatMessage, ToolName, ToolSpec
+from hearth.protocol.wire.messages import ChatMessage, ToolSpec
 
 from ..confirm import Scripted
-from ..events import MAX_REQUEST_CHARS, AskRequest, Event, EventSink, TokenEvent, discard
-from ..results import ClientToolCall
+from ..events import AskRequest, Event, EventSink, TokenEvent, discard
+from ..results import ClientToolCall, UsageView
 from ..terminal import ProseOnly
+from .chat_request import ChatRequest, NamedTool
 from .errors import ApiError, invalid, typed_body
 from .streams import Deferred, Emit, EventStream, Slots
 
@@ -41,80 +43,7 @@ if TYPE_CHECKING:
 
 Routing = Literal["auto", "local", "remote"]
 MODELS: dict[str, Routing] = {"hearth": "auto", "hearth-local": "local", "hearth-home": "remote"}
-MAX_MESSAGES = 128
-MAX_TOTAL_CHARS = 256 * 1024  # of every message's text together
-MAX_TOOLS = 64
-
-Text = Annotated[str, Field(max_length=MAX_REQUEST_CHARS)]
-Short = Annotated[str, Field(max_length=128)]
-
-
-class _Open(BaseModel):
-    """A part of a client's request: fields we do not use are ignored, never echoed."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-
-class TextPart(_Open):
-    type: Literal["text"]
-    text: Text
-
-
-class FunctionCall(_Open):
-    name: ToolName  # written back into the model's own call syntax: no markup in it
-    arguments: Text  # a JSON object, as text
-
-
-class ToolCallIn(_Open):
-    id: Short
-    type: Literal["function"] = "function"
-    function: FunctionCall
-
-
-class Message(_Open):
-    role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: Text | Annotated[list[TextPart], Field(max_length=64)] | None = None
-    name: Short | None = None
-    tool_calls: Annotated[list[ToolCallIn], Field(max_length=MAX_TOOLS)] = Field(
-        default_factory=list
-    )
-    tool_call_id: Short | None = None
-
-    def text(self) -> str:
-        if isinstance(self.content, list):
-            return "".join(part.text for part in self.content)
-        return self.content or ""
-
-
-class FunctionDef(_Open):
-    name: Short
-    description: Annotated[str, Field(max_length=4096)] = ""
-    parameters: dict[str, JsonValue] = Field(default_factory=dict)
-
-
-class ToolDef(_Open):
-    type: Literal["function"] = "function"
-    function: FunctionDef
-
-
-class ChatRequest(_Open):
-    model: Short
-    messages: Annotated[list[Message], Field(min_length=1, max_length=MAX_MESSAGES)]
-    tools: Annotated[list[ToolDef], Field(max_length=MAX_TOOLS)] = Field(default_factory=list)
-    tool_choice: Literal["auto", "required", "none"] = "auto"
-    stream: bool = False
-    n: Annotated[int, Field(ge=1, le=1)] = 1
-    reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
-
-    @model_validator(mode="after")
-    def _bounded(self) -> ChatRequest:
-        if sum(len(m.text()) for m in self.messages) > MAX_TOTAL_CHARS:
-            raise ValueError(f"messages hold more than {MAX_TOTAL_CHARS} characters")
-        return self
-
-    @property
-    def thinking(self) -> bool:
-        return self.reasoning_effort in ("low", "medium", "high")
+Finish = Literal["stop", "length", "tool_calls"]
 
 
 # What the API answers: OpenAI's objects, as its clients read them.
@@ -152,7 +81,7 @@ class AssistantMessage(_Out):
 class Choice(_Out):
     index: int = 0
     message: AssistantMessage
-    finish_reason: Literal["stop", "tool_calls"]
+    finish_reason: Finish
     logprobs: None = None
 
 
@@ -162,6 +91,22 @@ class Routed(_Out):
     route: Literal["local", "remote"]
     reason: str
     request_id: str | None = None
+    conversation_id: str | None = None  # the conversation the turn was kept in
+
+
+@dataclass
+class Outcome:
+    """What one request came to: the answer or the calls, where, what it cost, why it ended."""
+
+    answer: str
+    calls: list[ClientToolCall]
+    routed: Routed
+    usage: UsageView
+    finish: Literal["stop", "length"]
+
+    @property
+    def reason(self) -> Finish:
+        return "tool_calls" if self.calls else self.finish
 
 
 class ChatCompletion(_Out):
@@ -170,6 +115,7 @@ class ChatCompletion(_Out):
     created: int
     model: str
     choices: list[Choice]
+    usage: UsageView
     hearth: Routed
 
 
@@ -183,7 +129,7 @@ class Delta(_Out):
 class ChunkChoice(_Out):
     index: int = 0
     delta: Delta
-    finish_reason: Literal["stop", "tool_calls"] | None = None
+    finish_reason: Finish | None = None
 
 
 class ChatChunk(_Out):
@@ -192,6 +138,7 @@ class ChatChunk(_Out):
     created: int
     model: str
     choices: list[ChunkChoice]
+    usage: UsageView | None = None  # the last chunk's, with `stream_options.include_usage`
     hearth: Routed | None = None
 
 
@@ -210,7 +157,7 @@ class ModelList(_Out):
 class ErrorDetail(_Out):
     message: str
     type: str
-    param: str | None = None
+    param: str | None
     code: str
 
 
@@ -219,9 +166,14 @@ class ErrorBody(_Out):
 
     @classmethod
     def of(cls, exc: ApiError) -> ErrorBody:
-        kind = "invalid_request_error" if exc.status < 500 else "server_error"
+        kind = "server_error" if exc.status >= 500 else "invalid_request_error"
         return cls(
-            error=ErrorDetail(message=exc.message, type=kind, param=exc.param, code=exc.code)
+            error=ErrorDetail(
+                message=exc.message,
+                type=kind,
+                param=exc.param,
+                code=exc.code,
+            )
         )
 
 
@@ -234,6 +186,11 @@ def sse(model: BaseModel) -> bytes:
     return b"data: " + model.model_dump_json(exclude_none=True).encode() + b"\n\n"
 
 
+def sse_error(exc: ApiError) -> bytes:
+    """An error inside a stream, in OpenAI's shape (`param` kept, null or not)."""
+    return b"data: " + ErrorBody.of(exc).model_dump_json().encode() + b"\n\n"
+
+
 class Answer:
     """One chat completion: its id and model, and the whole of it once it is known."""
 
@@ -242,58 +199,81 @@ class Answer:
         self.created = int(time.time())
         self.model = model
 
-    def whole(self, answer: str, calls: list[ClientToolCall], routed: Routed) -> ChatCompletion:
+    def whole(self, done: Outcome) -> ChatCompletion:
         message = AssistantMessage(
-            content=answer or (None if calls else ""),
-            tool_calls=[ToolCallOut.of(i, c) for i, c in enumerate(calls)] or None,
+            content=done.answer or (None if done.calls else ""),
+            tool_calls=[ToolCallOut.of(i, c) for i, c in enumerate(done.calls)] or None,
         )
-        choice = Choice(message=message, finish_reason="tool_calls" if calls else "stop")
         return ChatCompletion(
-            id=self.id, created=self.created, model=self.model, choices=[choice], hearth=routed
+            id=self.id,
+            created=self.created,
+            model=self.model,
+            choices=[Choice(message=message, finish_reason=done.reason)],
+            usage=done.usage,
+            hearth=done.routed,
         )
 
 
 class StreamedAnswer(Answer):
     """A chat completion sent chunk by chunk as it is produced."""
 
-    def __init__(self, model: str, emit: Emit) -> None:
+    def __init__(self, model: str, emit: Emit, include_usage: bool) -> None:
         super().__init__(model)
         self._emit = emit
         self._prose = ProseOnly()
+        self._include_usage = include_usage
+        self._space = ""  # whitespace held back: sent only once more text follows it
         self.streamed = ""
 
     async def on_event(self, event: Event) -> None:
-        """Tokens go out as deltas (thinking as `reasoning_content`), tool-call markup never."""
+        """Tokens go out as deltas (thinking as `reasoning_content`), tool-call markup never.
+        Whitespace at either end is held back, as the whole answer has none there."""
         if not isinstance(event, TokenEvent):
             return
         if event.thinking:
             await self.delta(Delta(reasoning_content=event.text))
         elif piece := self._prose.feed(event.text):
-            self.streamed += piece
-            await self.delta(Delta(content=piece))
+            text = self._space + piece if self.streamed else piece.lstrip()
+            body = text.rstrip()
+            self._space = text[len(body) :]
+            if body:
+                self.streamed += body
+                await self.delta(Delta(content=body))
 
     async def delta(
+        self, delta: Delta, finish: Finish | None = None, routed: Routed | None = None
+    ) -> None:
+        await self.chunk([ChunkChoice(delta=delta, finish_reason=finish)], routed=routed)
+
+    async def chunk(
         self,
-        delta: Delta,
-        finish: Literal["stop", "tool_calls"] | None = None,
+        choices: list[ChunkChoice],
+        usage: UsageView | None = None,
         routed: Routed | None = None,
     ) -> None:
-        choice = ChunkChoice(delta=delta, finish_reason=finish)
         chunk = ChatChunk(
-            id=self.id, created=self.created, model=self.model, choices=[choice], hearth=routed
+            id=self.id,
+            created=self.created,
+            model=self.model,
+            choices=choices,
+            usage=usage,
+            hearth=routed,
         )
         await self._emit(sse(chunk))
 
-    async def finish(self, answer: str, calls: list[ClientToolCall], routed: Routed) -> None:
-        """The rest of the answer (the streamed text ends with it), the calls, the end."""
-        if answer.startswith(self.streamed):
-            rest = answer[len(self.streamed) :]
+    async def finish(self, done: Outcome) -> None:
+        """The rest of the answer (the streamed text ends with it), the calls, the end,
+        and the usage when the client asked for it (a last chunk without choices)."""
+        if done.answer.startswith(self.streamed):
+            rest = done.answer[len(self.streamed) :]
         else:  # what streamed came before the answer (a round before a plan ran)
-            rest = "\n\n" + answer if answer else ""
-        out = [ToolCallOut.of(i, c) for i, c in enumerate(calls)] or None
+            rest = "\n\n" + done.answer if done.answer else ""
+        out = [ToolCallOut.of(i, c) for i, c in enumerate(done.calls)] or None
         if rest or out:
             await self.delta(Delta(content=rest or None, tool_calls=out))
-        await self.delta(Delta(), "tool_calls" if calls else "stop", routed)
+        await self.delta(Delta(), done.reason, done.routed)
+        if self._include_usage:
+            await self.chunk([], usage=done.usage)
         await self._emit(b"data: [DONE]\n\n")
 
 
@@ -340,14 +320,45 @@ async def offered(calls: list[ClientToolCall], tools: list[ToolSpec]) -> list[Cl
 
 
 def client_tools(request: ChatRequest) -> list[ToolSpec]:
-    """The app's tools, checked as the phone checks any tool's name and schema."""
+    """The app's tools, checked as the phone checks any tool's name and schema; with a
+    named `tool_choice`, that one alone (which must be among them)."""
     specs = []
     for i, tool in enumerate(request.tools):
         try:
             specs.append(ToolSpec.model_validate(tool.model_dump()))
         except ValidationError as exc:
             raise invalid(exc, f"tools.{i}") from exc
+    if isinstance(request.tool_choice, NamedTool):
+        name = request.tool_choice.function.name
+        specs = [spec for spec in specs if spec.function.name == name]
+        if not specs:
+            raise ApiError(
+                400, "invalid_input", f"tool_choice names {name[:64]!r}, not among `tools`",
+                param="tool_choice",
+            )  # fmt: skip
     return specs
+
+
+def checked(body: ChatRequest) -> tuple[list[ToolSpec], list[ChatMessage]]:
+    """The request's tools and messages, or the 400/404 that refuses it."""
+    body.refuse_unsupported()
+    if body.model not in MODELS:
+        raise ApiError(
+            404,
+            "model_not_found",
+            f"no model {body.model[:64]!r}: use one of {', '.join(MODELS)}",
+            param="model",
+        )
+    tools = client_tools(body)
+    messages = conversation(body)
+    if not tools and messages[-1].role != "user":
+        raise ApiError(
+            400,
+            "invalid_input",
+            "the last message must be the user's (or send `tools`)",
+            param="messages",
+        )
+    return tools, messages
 
 
 class OpenAiApi:
@@ -360,6 +371,7 @@ class OpenAiApi:
     def routes(self) -> list[Route]:
         return [
             Route("/v1/models", self.models, methods=["GET"]),
+            Route("/v1/models/{model_id:path}", self.model, methods=["GET"]),
             Route("/v1/chat/completions", self.chat, methods=["POST"]),
         ]
 
@@ -367,87 +379,91 @@ class OpenAiApi:
         cards = ModelList(data=[ModelCard(id=name) for name in MODELS])
         return JSONResponse(cards.model_dump(mode="json"))
 
+    async def model(self, request: Request) -> Response:
+        name = request.path_params["model_id"]
+        if name not in MODELS:
+            return error_response(
+                ApiError(404, "model_not_found", f"no model {name[:64]!r}", param="model")
+            )
+        return JSONResponse(ModelCard(id=name).model_dump(mode="json"))
+
     async def chat(self, request: Request) -> Response:
         try:
-            release = await self.slots.admit(request)
+            ticket = await self.slots.admit(request)
         except ApiError as exc:
             return error_response(exc)
         try:
             body = await typed_body(request, ChatRequest)
-            if body.model not in MODELS:
-                raise ApiError(
-                    404,
-                    "model_not_found",
-                    f"no model {body.model[:64]!r}: use one of {', '.join(MODELS)}",
-                    param="model",
-                )
-            tools = client_tools(body)
-            messages = conversation(body)
-            if not tools and messages[-1].role != "user":
-                raise ApiError(
-                    400,
-                    "invalid_input",
-                    "the last message must be the user's (or send `tools`)",
-                    param="messages",
-                )
+            tools, messages = checked(body)
         except ApiError as exc:
-            release()
+            ticket.release()
             return error_response(exc)
         route = MODELS[body.model]
+        generation = body.settings()
 
-        async def run(
-            events: EventSink, cancel: anyio.Event
-        ) -> tuple[str, list[ClientToolCall], Routed]:
+        async def run(events: EventSink, cancel: anyio.Event) -> Outcome:
             with single_error():
                 if tools:
                     done = await self.service.complete(
-                        messages, tools, route, events, cancel, body.tool_choice
+                        messages,
+                        tools,
+                        route,
+                        events,
+                        cancel,
+                        body.choice,
+                        generation,
+                        body.parallel_tool_calls,
                     )
                     calls = await offered(done.calls, tools)
-                    return done.answer, calls, Routed(route=done.route, reason=done.reason)
+                    routed = Routed(route=done.route, reason=done.reason)
+                    return Outcome(done.answer, calls, routed, done.usage, done.finish)
+                conversation_id = body.conversation
                 asked = AskRequest(
                     text=messages[-1].content,
                     route=route,
-                    tool_choice=body.tool_choice,
+                    # a JSON answer is the model's own: the phone's tools are not offered
+                    tool_choice="none" if generation.json_answer else body.choice,
                     thinking=body.thinking,
                     confirm="no",
                     history=messages[:-1],
+                    generation=generation,
+                    conversation_id=conversation_id,
+                    source="user" if conversation_id else "api",
                 )
                 result = await self.service.ask(asked, events, Scripted(False), cancel)
                 routed = Routed(
-                    route=result.route, reason=result.reason, request_id=result.request_id
+                    route=result.route,
+                    reason=result.reason,
+                    request_id=result.request_id,
+                    conversation_id=result.conversation_id,
                 )
-                return result.answer, [], routed
+                return Outcome(result.answer, [], routed, result.usage, result.finish)
 
-        if body.stream:
+        if body.streamed:
 
             async def produce(emit: Emit, cancel: anyio.Event) -> None:
-                answer = StreamedAnswer(body.model, emit)
+                answer = StreamedAnswer(body.model, emit, body.include_usage)
                 try:
                     await answer.delta(Delta(role="assistant", content=""))
-                    await answer.finish(*await run(answer.on_event, cancel))
+                    await answer.finish(await run(answer.on_event, cancel))
                 except HearthError as exc:
-                    await emit(sse(ErrorBody.of(ApiError.of(exc))))
+                    await emit(sse_error(ApiError.of(exc)))
                 except Exception:
-                    await emit(sse(ErrorBody.of(internal())))
-                finally:
-                    release()
+                    await emit(sse_error(internal()))
 
-            return EventStream(produce)
+            return EventStream(produce, ticket)
 
         async def whole(cancel: anyio.Event) -> Response:
             answer = Answer(body.model)
             try:
-                completion = answer.whole(*await run(discard, cancel))
+                completion = answer.whole(await run(discard, cancel))
             except HearthError as exc:
                 return error_response(ApiError.of(exc))
             except Exception:
                 return error_response(internal())
-            finally:
-                release()
             return JSONResponse(completion.model_dump(mode="json", exclude_none=True))
 
-        return Deferred(whole)
+        return Deferred(whole, ticket)
 
 
 def internal() -> ApiError:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from hearth.protocol.model.grammar import ToolGrammar
+from hearth.protocol.model.grammar import AnswerGrammar, ToolGrammar
 from hearth.protocol.model.runtime import Finish, Generation
 from hearth.protocol.model.toolcalls import CALL_CLOSE, CALL_OPEN
 from hearth.protocol.wire.errors import ErrorCode, HearthError
@@ -146,12 +146,20 @@ class OpenAIUpstream:
             "repeat_penalty": sampling.repeat_penalty,
             "top_k": sampling.top_k,
             "min_p": sampling.min_p,
+            "frequency_penalty": sampling.frequency_penalty,
+            "presence_penalty": sampling.presence_penalty,
             # the template's thinking switch (llama-server; others ignore it)
             "chat_template_kwargs": {"enable_thinking": conv.thinking},
         }
+        if sampling.stop:
+            body["stop"] = list(sampling.stop)
         if conv.tools:
             body["tools"] = conv.openai_tools()
-        if grammar is not None and self._style is _Style.NATIVE:
+        if isinstance(grammar, AnswerGrammar) and self._style is _Style.NATIVE:
+            body["tool_choice"] = "none"  # a JSON answer: by the server's own JSON mode
+            schema = {"name": "answer", "schema": grammar.schema, "strict": True}
+            body["response_format"] = {"type": "json_schema", "json_schema": schema}
+        elif grammar is not None and self._style is _Style.NATIVE:
             body["tool_choice"] = "required"
         elif grammar is not None:
             body["grammar"] = str(grammar)

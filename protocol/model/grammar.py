@@ -26,9 +26,10 @@ import functools
 import json
 import math
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.protocol.wire.messages import AnswerSettings
 
 from .limits import DEFAULT_LIMITS, GrammarLimits
 from .toolcalls import CALL_OPEN, VALUE_END, schema_kinds
@@ -57,7 +58,7 @@ class ToolGrammar(str):
     lazy: bool
     trigger: str
 
-    def __new__(cls, text: str, *, lazy: bool = False, trigger: str = CALL_OPEN) -> ToolGrammar:
+    def __new__(cls, text: str, *, lazy: bool = False, trigger: str = CALL_OPEN) -> Self:
         grammar = super().__new__(cls, text)
         grammar.lazy = lazy
         grammar.trigger = trigger
@@ -509,7 +510,45 @@ def tool_grammar(
         f"{literal('</function>' + chr(10) + '</tool_call>')}",
     )
     more = b.repeat(f'"\\n" {call}', 0, max(0, max_calls - 1))
-    rules = [f"root ::= {call} {more}"] + [f"{k} ::= {v}" for k, v in b.rules.items()]
+    return ToolGrammar(_text(f"{call} {more}", b), lazy=mode == "auto")
+
+
+class AnswerGrammar(ToolGrammar):
+    """A grammar for an answer that is JSON (no tool call), with the `schema` it encodes
+    (for a server that takes a JSON schema rather than a grammar)."""
+
+    schema: dict[str, Any]
+
+    def __new__(cls, text: str, schema: dict[str, Any]) -> Self:
+        grammar = super().__new__(cls, text)
+        grammar.schema = schema
+        return grammar
+
+
+def json_grammar(
+    schema: dict[str, Any] | None, limits: GrammarLimits = DEFAULT_LIMITS.grammar
+) -> AnswerGrammar:
+    """The grammar for an answer that is one JSON value fitting `schema` (None: any
+    object), as compact JSON after optional leading whitespace; `invalid_input` for a
+    schema beyond `limits`. What GBNF cannot say (patterns, bounds) the caller checks."""
+    schema = {"type": "object"} if schema is None else schema
+    if len(json.dumps(schema, default=str)) > limits.max_schema_bytes:
+        raise HearthError(ErrorCode.INVALID_INPUT, "the response schema is too large")
+    b = _Builder(limits, None)
+    value = b.json(schema)
+    return AnswerGrammar(_text(f"[ \\n]? {value}", b), schema)
+
+
+def _text(root: str, b: _Builder) -> str:
+    """The grammar's text: `root`, the rules `b` built, and the shared JSON rules."""
+    rules = [f"root ::= {root}"] + [f"{k} ::= {v}" for k, v in b.rules.items()]
     rules.append(f"json-uint ::= {_uint_at_most(MAX_SAFE_INTEGER)}")
     json_rules = _JSON_RULES.replace("JSON_CHAR", char_class(without='"\\'))
-    return ToolGrammar("\n".join(rules) + "\n" + json_rules, lazy=mode == "auto")
+    return "\n".join(rules) + "\n" + json_rules
+
+
+def answer_grammar(settings: AnswerSettings | None) -> AnswerGrammar | None:
+    """The grammar for a round that calls no tool: the app's JSON answer, when asked."""
+    if settings is None or not settings.json_answer:
+        return None
+    return json_grammar(settings.json_schema)

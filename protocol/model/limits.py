@@ -13,6 +13,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from hearth.protocol.wire.messages import AnswerSettings
+
 
 class GrammarLimits(BaseModel):
     """How big a grammar built from tool schemas may get (checked before llama.cpp
@@ -107,7 +109,15 @@ class Sampling(BaseModel):
     min_p: Annotated[float, Field(ge=0, le=1)] = 0.05
     repeat_penalty: Annotated[float, Field(gt=0, le=5)] = 1.0
     repeat_last_n: Annotated[int, Field(ge=0)] = 64
+    frequency_penalty: Annotated[float, Field(ge=-2, le=2)] = 0.0  # OpenAI's, per occurrence
+    presence_penalty: Annotated[float, Field(ge=-2, le=2)] = 0.0  # OpenAI's, once a token is seen
     seed: Annotated[int, Field(ge=0, lt=2**32)] = 0
+    stop: tuple[str, ...] = ()  # the answer ends before the first of these (not included)
+
+    @property
+    def neutral_penalties(self) -> bool:
+        """No penalty changes any token's logit (greedy is then the plain argmax)."""
+        return self.repeat_penalty == 1 and self.frequency_penalty == self.presence_penalty == 0
 
     @classmethod
     def from_gguf(cls, metadata: Mapping[str, str], **overrides: Any) -> Sampling:
@@ -124,3 +134,22 @@ class Sampling(BaseModel):
             if field in found:
                 found[field] = int(found[field])
         return cls.model_validate({**found, **overrides})
+
+
+def requested(base: Sampling, settings: AnswerSettings | None) -> Sampling:
+    """`base` (the configuration's or the model's own) with what an app asked for on top."""
+    if settings is None:
+        return base
+    asked = settings.model_dump(
+        include={"temperature", "top_p", "seed", "frequency_penalty", "presence_penalty"},
+        exclude_none=True,
+    )
+    if settings.stop:
+        asked["stop"] = tuple(settings.stop)
+    return base.model_copy(update=asked)
+
+
+def answer_tokens(limit: int, settings: AnswerSettings | None) -> int:
+    """The tokens an answer may take: what the app asked for, within `limit`."""
+    asked = settings.max_tokens if settings is not None else None
+    return min(asked or limit, limit)

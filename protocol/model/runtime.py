@@ -42,6 +42,18 @@ class Generation:
     prompt_tokens: int  # evaluated for this call (a cached shared prefix is not)
     confidence: float | None = None  # geometric mean of the model's own token probabilities
     thinking: str = ""  # the thinking block's text, when the request asked for one
+    prompt_total: int = 0  # the whole prompt, a cached prefix included (0: not known)
+    thinking_tokens: int = 0  # of the thinking block (not in `tokens`)
+
+    @property
+    def prompt_counted(self) -> int:
+        """The prompt's tokens as a usage report counts them (all of them, when known)."""
+        return self.prompt_total or self.prompt_tokens
+
+    @property
+    def completion_counted(self) -> int:
+        """The answer's tokens as a usage report counts them (thinking included)."""
+        return self.tokens + self.thinking_tokens
 
 
 @dataclass
@@ -127,11 +139,12 @@ class LlamaRuntime:
             try:
                 self.llm.eval(new_tokens)
                 memory.tokens = memory.tokens + new_tokens
+                prompt_total = len(memory.tokens)
                 thought = ""
                 if thinking_budget:
                     thought = loop.think(thinking_budget, on_thinking)
                 sampler.start_grammar()
-                answer = loop.run(max_tokens, on_text) if loop.finish is None else ""
+                answer = loop.run(max_tokens, on_text, sampling.stop) if loop.finish is None else ""
             finally:
                 sampler.close()
                 memory.tokens = memory.tokens + loop.evaluated
@@ -143,6 +156,8 @@ class LlamaRuntime:
                 evaluated_prefix + len(new_tokens),
                 math.exp(sum(loop.logprobs) / len(loop.logprobs)) if loop.logprobs else None,
                 thinking=thought,
+                prompt_total=prompt_total,
+                thinking_tokens=loop.thought,
             )
 
     def token_bytes(self, token: int) -> bytes:
@@ -277,6 +292,7 @@ class _TokenLoop:
         self._end = runtime._shapes().end_of_generation
         self.finish: Finish | None = None
         self.produced = 0
+        self.thought = 0  # tokens of the thinking block
         self.evaluated: list[int] = []
         self.logprobs: list[float] = []
         self._pending: int | None = None  # sampled, not yet evaluated
@@ -314,7 +330,7 @@ class _TokenLoop:
                 self.finish = "cancelled"
                 return "".join(pieces)
             if THINK_END in "".join(pieces[-4:]):
-                self.produced = 0
+                self.thought, self.produced = self.produced, 0
                 return "".join(pieces)
         close = self.runtime.tokenize(THINK_CLOSE)
         if self._pending is not None:
@@ -322,21 +338,59 @@ class _TokenLoop:
             self._pending = None
         self.runtime.llm.eval(close)
         self.evaluated += close
-        self.produced = 0
+        self.thought, self.produced = self.produced, 0
         on_thinking(THINK_CLOSE)
         return "".join(pieces) + THINK_CLOSE
 
-    def run(self, max_tokens: int, on_text: Callable[[str], None]) -> str:
-        pieces: list[str] = []
+    def run(
+        self, max_tokens: int, on_text: Callable[[str], None], stop: tuple[str, ...] = ()
+    ) -> str:
+        """The answer, up to end of generation, `max_tokens`, cancellation or the first
+        `stop` string (not included: text that may begin one is held back until known)."""
+        out = _StopText(stop, on_text)
         while self.produced < max_tokens:
             piece = self._step()
             if piece is None:
                 break
-            if piece:
-                pieces.append(piece)
-                on_text(piece)
+            if piece and out.add(piece):
+                self.finish = "stop"
+                break
             if self.cancelled():
                 self.finish = "cancelled"
                 break
         self.finish = self.finish or "length"
-        return "".join(pieces)
+        return out.end()
+
+
+class _StopText:
+    """Generated text passed on as it comes, ending before the first stop string."""
+
+    def __init__(self, stop: tuple[str, ...], on_text: Callable[[str], None]) -> None:
+        self.stop = [s for s in stop if s]
+        self.hold = max((len(s) for s in self.stop), default=1) - 1
+        self.on_text = on_text
+        self.sent: list[str] = []
+        self.held = ""
+
+    def _send(self, text: str) -> None:
+        if text:
+            self.sent.append(text)
+            self.on_text(text)
+
+    def add(self, piece: str) -> bool:
+        """Take `piece`; True when a stop string has appeared (the text ends before it)."""
+        self.held += piece
+        cuts = [i for i in (self.held.find(s) for s in self.stop) if i >= 0]
+        if cuts:
+            self._send(self.held[: min(cuts)])
+            self.held = ""
+            return True
+        keep = min(self.hold, len(self.held))
+        self._send(self.held[: len(self.held) - keep])
+        self.held = self.held[len(self.held) - keep :]
+        return False
+
+    def end(self) -> str:
+        self._send(self.held)
+        self.held = ""
+        return "".join(self.sent)

@@ -232,7 +232,15 @@ class TokenSampler:
         # the binding declares a leading n_vocab the C function lacks: the first int is
         # what llama.cpp reads as penalty_last_n, so both ints carry it
         last_n = sampling.repeat_last_n
-        add(lib.llama_sampler_init_penalties(last_n, last_n, sampling.repeat_penalty, 0.0, 0.0))
+        add(
+            lib.llama_sampler_init_penalties(
+                last_n,
+                last_n,
+                sampling.repeat_penalty,
+                sampling.frequency_penalty,
+                sampling.presence_penalty,
+            )
+        )
         if sampling.temperature == 0:
             add(lib.llama_sampler_init_greedy())
         else:
@@ -244,7 +252,7 @@ class TokenSampler:
             add(lib.llama_sampler_init_dist(sampling.seed))
         # greedy with neutral penalties is the argmax, which llama.cpp finds from the
         # context's logits itself; the candidates are built here only when it is refused
-        greedy = sampling.temperature == 0 and sampling.repeat_penalty == 1
+        greedy = sampling.temperature == 0 and sampling.neutral_penalties
         self._argmax = lib.llama_sampler_init_greedy() if greedy else None
         self._data = np.zeros(
             (self._n_vocab,),

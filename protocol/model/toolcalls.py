@@ -59,16 +59,14 @@ def parse_generation(
     thinking: bool = False,
 ) -> Parsed:
     """`parse`, knowing how generation ended: a text answer cut by the token limit is
-    kept and marked truncated; a cut tool call is an error (`parse` raises). With
+    kept as it is and marked truncated; a cut tool call is an error (`parse` raises). With
     `thinking`, the output may open inside a thinking block: everything up to its
     `</think>` is thinking, never prose or a call (a runtime that streamed the block
     apart hands on only what follows it)."""
     if thinking and THINK_END in output:
         output = output.split(THINK_END, 1)[1]
     parsed = parse(output, schemas, calls=calls)
-    if finish == "length" and not parsed.calls:
-        parsed.text += " …"
-        parsed.truncated = True
+    parsed.truncated = finish == "length" and not parsed.calls
     return parsed
 
 

@@ -14,6 +14,9 @@ from pydantic import Field, JsonValue, model_validator
 from .chat import ChatMessage as ChatMessage  # re-exported: one conversation turn
 from .chat import Model as Model  # re-exported: the base of every wire value
 from .errors import ErrorCode, HearthError
+from .generation import MAX_STOPS as MAX_STOPS  # re-exported: an app's generation settings
+from .generation import AnswerSettings as AnswerSettings
+from .generation import Usage as Usage
 
 PROTOCOL_VERSION = 1
 
@@ -164,6 +167,7 @@ class PlanRequest(Message):
     )
     """Attached documents (an older node ignores them); the node reads a long one in
     chunks, streaming `Progress(stage="reading")`, and plans with what it read."""
+    generation: AnswerSettings | None = None  # an app's sampling (an older node ignores it)
 
     @model_validator(mode="after")
     def _documents_within_limits(self) -> PlanRequest:
@@ -222,6 +226,8 @@ class Final(Message):
     request_id: Id
     answer: str
     rounds: Annotated[int, Field(ge=0)] = 0
+    usage: Usage | None = None  # every round's tokens, as the node's backend counted them
+    finish: Literal["stop", "length"] = "stop"  # "length": the token limit cut the answer
 
 
 class Cancel(Message):

@@ -169,8 +169,9 @@ class World:
         ready = self.root / "serve-ready.json"
         ready.unlink(missing_ok=True)
         log = self.root / "serve.log"
+        started = log.stat().st_size if log.exists() else 0
         t0 = time.monotonic()
-        with log.open("w") as err:
+        with log.open("a") as err:  # every start's log, kept for a companion that dies
             self.companion = self.processes.spawn(
                 *self.prefix("phone"), str(BIN / "hearth"), "serve", "--home", str(self.phone),
                 "--api-port", "0", "--ready-file", str(ready), stdout=subprocess.DEVNULL,
@@ -181,7 +182,7 @@ class World:
                 raise RuntimeError(f"hearth serve exited {self.companion.returncode}: "
                                    f"{log.read_text()[-500:]}")  # fmt: skip
             time.sleep(0.01)
-        return time.monotonic() - t0, "waiting for" in log.read_text()
+        return time.monotonic() - t0, "waiting for" in log.read_text()[started:]
 
     @staticmethod
     def kill(proc: subprocess.Popen[str] | None) -> None:
@@ -193,7 +194,7 @@ class World:
     def full_home(self) -> Iterator[None]:
         """The phone's home with no free byte, freed after."""
         filler = self.phone.parent / "filler"
-        with filler.open("wb") as out, contextlib.suppress(OSError):
+        with contextlib.suppress(OSError), filler.open("wb") as out:  # its close fails too
             while True:
                 out.write(b"\0" * 65536)
                 out.flush()
@@ -327,7 +328,8 @@ def chaos(root: Path, seed: int, points: int, log: Any = sys.stderr) -> Totals:
             if outcome.startswith("no answer"):
                 totals.lost.append(f"{text}: {outcome}")
             if world.companion is not None and world.companion.poll() is not None:
-                totals.broken.append(f"point {n}: the companion died by itself")
+                why = (root / "serve.log").read_text().strip().splitlines()[-3:]
+                totals.broken.append(f"point {n}: the companion died by itself: {why}")
                 world.start_companion()
             check(world, totals, f"point {n} ({kind})")
             log.write(f"{n} {kind} {outcome}\n")

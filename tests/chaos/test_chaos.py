@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from .run import chaos
 
 
+@pytest.mark.timeout(1800)  # 20 points: minutes on a loaded 2-core machine
 def test_twenty_kill_points_lose_nothing_and_run_nothing_twice(tmp_path) -> None:
     totals = chaos(tmp_path, seed=33, points=20)
     report = totals.report()
