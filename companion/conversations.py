@@ -14,16 +14,20 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from hearth.protocol.model.toolcalls import ToolCall, render_calls
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import ChatMessage
 
-from .egress import Destination, Egress, StepOutcome
+from .egress import REDACTED_ERROR, Destination, Egress, StepOutcome
 from .formats import migrate
 from .journal import connect
-from .labels import CLEAN, PRIVATE
+from .labels import CLEAN, UNLABELLED, Labels
 from .results import (
     AskResult,
     ConversationDetail,
@@ -46,6 +50,37 @@ CREATE TABLE IF NOT EXISTS turns (
 );
 CREATE INDEX IF NOT EXISTS turns_of ON turns (conversation_id, seq);
 """
+REDACTED_TEXT = f"[{REDACTED_ERROR}]"  # an earlier call or answer a destination may not see
+PlannedAt = Literal["phone", "home", "friend"]
+
+
+class TurnLabels(BaseModel):
+    """The labels a turn is kept with."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    input: Labels = UNLABELLED  # what its planner read before its first plan
+    answer: Labels = UNLABELLED  # the union of what its planner read
+    steps: dict[str, Labels] = Field(default_factory=dict)  # by "plan_id/step_id"
+    planned_at: PlannedAt | None = None  # where its planner was (it may see the turn again)
+
+
+@dataclass(frozen=True)
+class KeptTurn:
+    """A turn as kept: what `hearth conversations` shows, and its labels."""
+
+    view: TurnView
+    labels: TurnLabels
+
+    def step(self, plan_id: str, step_id: str) -> Labels:
+        return self.labels.steps.get(f"{plan_id}/{step_id}", UNLABELLED)
+
+    def seen_by(self, destination: Destination) -> bool:
+        """Whether `destination` planned this turn (it read everything the answer holds)."""
+        return destination is Destination.PHONE or (
+            destination is Destination.HOME and self.labels.planned_at == "home"
+        )
+
 
 
 class Conversations:
@@ -87,19 +122,22 @@ class Conversations:
         text: str,
         result: AskResult,
         private_steps: set[str],
+        labels: TurnLabels | None = None,
         source: str = "user",
     ) -> None:
         """Keep one finished turn, in the place `begin` kept for it if it did (the first
         turn starts the conversation, titled by the start of its request);
         `private_steps` are `plan_id/step_id` of steps whose results are private to the
-        phone; a new conversation is marked with its `source`."""
+        phone; `labels` (None: unknown, the strictest); a new conversation is marked
+        with its `source`."""
         plans = json.dumps([p.model_dump(mode="json") for p in result.plans])
-        filled = (result.route, result.planner, plans, result.answer)
+        stored = None if labels is None else labels.model_dump_json()
+        filled = (result.route, result.planner, plans, result.answer, stored)
         private = json.dumps(sorted(private_steps))
         with self.db:
             self.db.execute("BEGIN")
             done = self.db.execute(
-                "UPDATE turns SET route = ?, planner = ?, plans = ?, answer = ?,"
+                "UPDATE turns SET route = ?, planner = ?, plans = ?, answer = ?, labels = ?,"
                 " private_steps = ?, state = 'answered' WHERE conversation_id = ?"
                 " AND request_id = ? AND state = 'running'",
                 (*filled, private, conversation_id, result.request_id),
@@ -133,7 +171,7 @@ class Conversations:
         text: str,
         request_id: str,
         state: str,
-        filled: tuple[str, str | None, str, str] = ("", None, "[]", ""),
+        filled: tuple[str, str | None, str, str, str | None] = ("", None, "[]", "", None),
         private: str = "[]",
         source: str = "user",
     ) -> None:
@@ -146,7 +184,8 @@ class Conversations:
         )
         self.db.execute(
             "INSERT INTO turns (conversation_id, request_id, text, route, planner, plans,"
-            " answer, private_steps, time, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " answer, labels, private_steps, time, state)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (conversation_id, request_id, text, *filled, private, now, state),
         )
         self._touch(conversation_id)
@@ -156,15 +195,15 @@ class Conversations:
             "UPDATE conversations SET updated = ? WHERE id = ?", (time.time(), conversation_id)
         )
 
-    def turns(self, conversation_id: str) -> list[tuple[TurnView, set[str]]]:
-        """The conversation's turns, oldest first, each with its private steps."""
+    def turns(self, conversation_id: str) -> list[KeptTurn]:
+        """The conversation's turns, oldest first, each with its labels."""
         rows = self.db.execute(
-            "SELECT request_id, text, route, planner, plans, answer, private_steps, time,"
-            " state, error FROM turns WHERE conversation_id = ? ORDER BY seq",
+            "SELECT request_id, text, route, planner, plans, answer, time, state, error, labels"
+            " FROM turns WHERE conversation_id = ? ORDER BY seq",
             (conversation_id,),
         )
         return [
-            (
+            KeptTurn(
                 TurnView(
                     request_id=request_id,
                     text=text,
@@ -176,9 +215,9 @@ class Conversations:
                     state=state,
                     error=error,
                 ),
-                set(json.loads(private)),
+                _labels(labels, route),
             )
-            for request_id, text, route, planner, plans, answer, private, at, state, error in rows
+            for request_id, text, route, planner, plans, answer, at, state, error, labels in rows
         ]
 
     def summaries(self, everyone: bool = False) -> ConversationsResult:
@@ -207,7 +246,7 @@ class Conversations:
             id=summary.id,
             title=summary.title,
             updated=summary.updated,
-            turns=[turn for turn, _ in self.turns(conversation_id)],
+            turns=[turn.view for turn in self.turns(conversation_id)],
         )
 
     def rename(self, conversation_id: str, title: str) -> ConversationSummary:
@@ -242,8 +281,16 @@ class Conversations:
         return ConversationSummary(id=i, title=title, turns=n, updated=at, source=source)
 
 
+def _labels(stored: str | None, route: str) -> TurnLabels:
+    """A turn's labels; a turn kept before labels existed carries the strictest
+    (`UNLABELLED`, its steps and its answer), planned at home if it was remote."""
+    if stored is not None:
+        return TurnLabels.model_validate_json(stored)
+    return TurnLabels(planned_at="home" if route == "remote" else "phone")
+
+
 def history(
-    turns: list[tuple[TurnView, set[str]]],
+    turns: list[KeptTurn],
     egress: Egress,
     destination: Destination,
     *,
@@ -252,12 +299,28 @@ def history(
 ) -> list[ChatMessage]:
     """Earlier turns as chat messages for a model at `destination`: the most recent
     `max_turns` turns whose messages fit in `max_chars` characters together."""
-    kept: list[list[ChatMessage]] = []
+    kept = labelled_history(
+        turns, egress, destination, max_turns=max_turns, max_chars=max_chars
+    )
+    return [message for message, _ in kept]
+
+
+def labelled_history(
+    turns: list[KeptTurn],
+    egress: Egress,
+    destination: Destination,
+    *,
+    max_turns: int,
+    max_chars: int,
+) -> list[tuple[ChatMessage, Labels]]:
+    """`history`, each message with the labels of what it shows `destination` (a
+    redacted value keeps only its untrusted sources: that it was there)."""
+    kept: list[list[tuple[ChatMessage, Labels]]] = []
     used = 0
-    answered = [t for t in turns if t[0].state == "answered"]  # the others have no answer
-    for turn, private in reversed(answered[-max_turns:] if max_turns > 0 else []):
-        messages = _messages(turn, private, egress, destination)
-        size = sum(len(m.content) for m in messages)
+    answered = [t for t in turns if t.view.state == "answered"]  # the others have no answer
+    for turn in reversed(answered[-max_turns:] if max_turns > 0 else []):
+        messages = _messages(turn, egress, destination)
+        size = sum(len(m.content) for m, _ in messages)
         if used + size > max_chars:
             break
         kept.append(messages)
@@ -265,30 +328,53 @@ def history(
     return [m for messages in reversed(kept) for m in messages]
 
 
+def _shown(
+    content: str, labels: Labels, turn: KeptTurn, egress: Egress, destination: Destination
+) -> tuple[str, Labels]:
+    """Text the turn's planner wrote (calls, the answer), as `destination` may see it."""
+    if egress.allows(labels, destination) or turn.seen_by(destination):
+        return content, labels
+    return REDACTED_TEXT, Labels(untrusted=labels.untrusted)
+
+
 def _messages(
-    turn: TurnView, private: set[str], egress: Egress, destination: Destination
-) -> list[ChatMessage]:
-    out = [ChatMessage(role="user", content=turn.text)]
-    for plan in turn.plans:
+    turn: KeptTurn, egress: Egress, destination: Destination
+) -> list[tuple[ChatMessage, Labels]]:
+    view = turn.view
+    out = [(ChatMessage(role="user", content=view.text), CLEAN)]
+    read = turn.labels.input  # the calls of a plan: from what the planner had read by then
+    for plan in view.plans:
         calls = [ToolCall(s.tool, dict(s.arguments)) for s in plan.steps]
-        out.append(ChatMessage(role="assistant", content=render_calls(calls)))
+        content, labels = _shown(render_calls(calls), read, turn, egress, destination)
+        out.append((ChatMessage(role="assistant", content=content), labels))
         for step in plan.steps:
+            step_labels = turn.step(plan.plan_id, step.id)
+            read |= step_labels
             shown = egress.observation(
                 StepOutcome(
                     step_id=step.id,
                     status=step.status,
-                    labels=PRIVATE if f"{plan.plan_id}/{step.id}" in private else CLEAN,
+                    labels=step_labels,
                     result=step.result,
                     error=step.error,
                 ),
                 destination,
             )
-            content = (
+            content_value = (
                 shown.result
                 if shown.status == "ok"
                 else {"status": shown.status, "error": shown.error}
             )
-            out.append(ChatMessage(role="tool", tool_call_id=step.id, content=json.dumps(content)))
-    if turn.answer:
-        out.append(ChatMessage(role="assistant", content=turn.answer))
+            allowed = egress.allows(step_labels, destination)
+            out.append(
+                (
+                    ChatMessage(
+                        role="tool", tool_call_id=step.id, content=json.dumps(content_value)
+                    ),
+                    step_labels if allowed else Labels(untrusted=step_labels.untrusted),
+                )
+            )
+    if view.answer:
+        content, labels = _shown(view.answer, turn.labels.answer, turn, egress, destination)
+        out.append((ChatMessage(role="assistant", content=content), labels))
     return out

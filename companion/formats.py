@@ -60,6 +60,7 @@ MIGRATIONS: dict[str, list[Migration]] = {
         add_column("turns", "error", "TEXT"),
         # who started it: the user, or an app over the API (kept apart from the user's)
         add_column("conversations", "source", "TEXT NOT NULL DEFAULT 'user'"),
+        add_column("turns", "labels", "TEXT"),  # NULL: kept before labels (the strictest)
     ],
     "inbox.db": [stamped],
     "audit.db": [stamped],

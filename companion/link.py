@@ -32,7 +32,7 @@ from hearth.protocol.transport.keepalive import watch
 from hearth.protocol.transport.rostersync import ROSTER_PROTOCOL, adopt, pull
 from hearth.protocol.transport.streams import FrameStream
 from hearth.protocol.wire.errors import ErrorCode, HearthError, reason_about
-from hearth.protocol.wire.messages import MemberAddrs, RosterUpdate, SwarmKeyRotation
+from hearth.protocol.wire.messages import MemberAddrs, ModelInfo, RosterUpdate, SwarmKeyRotation
 from hearth.protocol.wire.roster import Role, Roster
 
 from .audit import AuditLog, AuditRecord
@@ -77,6 +77,7 @@ class NodeLink:
         self.latency_ms: float | None = None
         self.error: HearthError | None = None  # what the last failed dial raised
         self.syncs = 0  # roster/key syncs done (pulls and pushes)
+        self.model: ModelInfo | None = None  # the home's model, as its last health answer said
         self._up = anyio.Event()
         self._dialling = anyio.Lock()
         self.on_up: Callable[[], Coroutine[Any, Any, None]] | None = None  # on each (re)connect
@@ -185,6 +186,7 @@ class NodeLink:
         async def addresses() -> None:
             with contextlib.suppress(HearthError):
                 health = await ask_health(self.host, self.node, timeout=CONNECT_TIMEOUT_S)
+                self.model = health.model
                 AddressBook(self.home).add(self.node, health.addrs)
                 members.extend(health.members)
 

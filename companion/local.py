@@ -90,6 +90,10 @@ class LocalModel:
         self._loading = anyio.Lock()  # one load, however many requests wait for it
 
     async def runtime(self) -> LlamaRuntime:
+        """The model as loaded (a file moved or replaced since changes nothing until the
+        process loads it again); loaded now if it was not."""
+        if self._runtime is not None:
+            return self._runtime
         if self.path is None or not self.path.is_file():
             missing = "no local model" if self.path is None else f"no model file at {self.path}"
             raise HearthError(

@@ -1,23 +1,24 @@
 """The local path: the phone's own model plans (or answers), the executor runs the plan.
 
 Nothing leaves the phone on this path, so earlier turns are shown to the model
-whole, and plan results are shown to the user unredacted.
+whole (inert), and plan results are shown to the user unredacted. The plan session
+starts with the taint of everything the model read: earlier turns, documents.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import anyio
 
-from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import Limits, ToolSpec
 
 from .documents import DocumentProgress
 from .egress import Destination
 from .events import TokenEvent
-from .executor import SessionState
 from .local import LocalModel, LocalResult
+from .outcomes import Answered, Escalated, Route
 from .results import UsageView
 from .turn import Turn, plan_view
 
@@ -35,28 +36,20 @@ def streaming(turn: Turn) -> Callable[[str, bool], None]:
 
 
 async def local_plan(
-    model: LocalModel,
-    turn: Turn,
-    tools: list[ToolSpec],
-    peer_id: str,
-    limits: Limits,
-    *,
-    text: str | None,
+    model: LocalModel, turn: Turn, tools: list[ToolSpec], peer_id: str, limits: Limits
 ) -> LocalResult:
-    """One round of the phone's model on `text` after the conversation so far (no
-    `text`: the conversation is the prompt); without tools, a plain answer."""
+    """One round of the phone's model on the turn's prompt (the request with its
+    documents after the conversation so far); without tools, a plain answer."""
     request = turn.request
-    if text is not None and turn.documents:  # the phone's own model may read them all
-        text = "\n\n".join([text, *(f"Attached {d.name}:\n{d.text}" for d in turn.documents)])
     return await model.plan(
-        text,
+        turn.prompt.local_text(),
         tools,
         peer_id,
         limits=limits,
         mode=request.tool_choice if tools else "none",
         cancelled=turn.cancel.is_set,
         thinking=request.thinking,
-        history=turn.history[Destination.PHONE],
+        history=turn.prompt.earlier(Destination.PHONE),
         on_text=streaming(turn),
         settings=request.generation,
     )
@@ -66,46 +59,50 @@ async def answer_locally(
     model: LocalModel,
     turn: Turn,
     tools: list[ToolSpec],
-    peer_id: str,
+    route: Route,
     limits: Limits,
     *,
-    reason: str,
     threshold: float | None = None,
-) -> None:
-    """Plan on the phone and run the plan; fills `turn.result`. With a `threshold`
-    (the router may still escalate) a low-confidence answer, or a plan whose every step
-    failed, raises `plan_rejected` instead."""
-    result = await local_plan(model, turn, tools, peer_id, limits, text=turn.request.text)
-    out = turn.result
+) -> Answered | Escalated:
+    """Plan on the phone and run the plan. With a `threshold` (the router may still
+    escalate) a low-confidence answer, or a plan whose every step failed, is
+    `Escalated` instead."""
+    result = await local_plan(model, turn, tools, route.planner, limits)
     if threshold is not None and result.confidence is not None and result.confidence < threshold:
-        raise HearthError(
-            ErrorCode.PLAN_REJECTED,
+        return Escalated(
             f"the local model's confidence {result.confidence:.2f} is below the policy's "
-            f"{threshold:.2f}",
+            f"{threshold:.2f}"
         )
-    out.route, out.reason, out.planner = "local", reason, peer_id
-    out.documents = DocumentProgress(turn.documents, [False] * len(turn.documents)).views()
-    if result.confidence is not None:
-        out.confidence = round(result.confidence, 4)
-    await turn.announce_route(peer_id)
-    out.answer = result.answer
-    out.usage = UsageView.of(result.usage)
-    out.finish = "length" if result.truncated else "stop"
-    if turn.request.thinking:
-        out.thinking = result.thinking
-    if result.plan is not None:
-        observations = await turn.execute(result.plan, SessionState(), Destination.PHONE)
-        failed = [o for o in observations if o.status == "error"]
-        if threshold is not None and failed and len(failed) == len(observations):
-            raise HearthError(
-                ErrorCode.PLAN_REJECTED,
-                "every local tool call failed ("
-                + "; ".join(o.error or "" for o in failed)[:200]
-                + ")",
-            )
-        out.plans = [plan_view(result.plan, observations)]
-        out.plan = out.plans[0]
-        if not out.answer:
-            done = sum(o.status == "ok" for o in observations)
-            out.answer = f"Ran {done} of {len(observations)} step(s) on the phone."
-    out.timings["total_ms"] = turn.elapsed_ms()
+    await turn.announce_route(route, route.planner)
+    answered = Answered(
+        route=route,
+        answer=result.answer,
+        documents=tuple(
+            DocumentProgress(turn.prompt.documents, [False] * len(turn.prompt.documents)).views()
+        ),
+        thinking=result.thinking,
+        confidence=None if result.confidence is None else round(result.confidence, 4),
+        usage=UsageView.of(result.usage),
+        finish="length" if result.truncated else "stop",
+        input=turn.prompt.labels(Destination.PHONE),
+        labels=turn.prompt.labels(Destination.PHONE),
+    )
+    if result.plan is None:
+        return answered
+    ran = await turn.execute(result.plan, turn.session(Destination.PHONE), Destination.PHONE)
+    failed = [o for o in ran.observations if o.status == "error"]
+    if threshold is not None and failed and len(failed) == len(ran.observations):
+        return Escalated(
+            "every local tool call failed ("
+            + "; ".join(o.error or "" for o in failed)[:200]
+            + ")"
+        )
+    done = sum(o.status == "ok" for o in ran.observations)
+    return dataclasses.replace(
+        answered,
+        answer=answered.answer or f"Ran {done} of {len(ran.observations)} step(s) on the phone.",
+        plans=(plan_view(result.plan, ran.observations),),
+        labels=answered.labels | ran.read,
+        steps=tuple(ran.steps.items()),
+        untrusted_sources=ran.tainted_by,
+    )

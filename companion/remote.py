@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import anyio
 
@@ -29,12 +30,25 @@ from .egress import Destination
 from .events import TokenEvent
 from .executor import SessionState
 from .friends import FriendPlanner, named
+from .labels import Labels
 from .link import KEEPALIVE_BOUND_S, NodeLink
-from .results import UsageView
+from .outcomes import Answered, Route
+from .results import DocumentView, UsageView
 from .turn import Turn, plan_view
 
 DEADLINE_GRACE_S = 1.0  # past the deadline, for the node's own `timed_out` to arrive first
 OnPlan = Callable[[Plan, SessionState], Awaitable[list[Observation]]]
+
+
+@dataclass(frozen=True)
+class Session:
+    """A finished plan session: the node's outcome, the thinking it streamed, and the
+    documents as the node read them."""
+
+    outcome: PlanOutcome
+    thought: str
+    documents: list[DocumentView]
+    tainted_by: frozenset[str]  # the untrusted sources the session saw, first to last
 
 
 def who(friend: FriendPlanner | None) -> str:
@@ -50,16 +64,20 @@ async def plan_session(
     request: PlanRequest,
     on_plan: OnPlan,
     friend: FriendPlanner | None = None,
-) -> tuple[PlanOutcome, str]:
+    documents_sent: list[bool] | None = None,
+) -> Session:
     """One plan session for `request` with the home node (or `friend`'s), each plan
-    handed to `on_plan`; returns the outcome and the thinking the node streamed. A
-    silent node is `unreachable`, one that outlasts the deadline `timed_out`."""
+    handed to `on_plan`. It starts with the taint of everything the planner reads;
+    the phone holds the planner to the request's limits. A silent node is
+    `unreachable`, one that outlasts the deadline `timed_out`."""
     peer = link.node if friend is None else friend.peer_id
-    state = SessionState(limits=request.limits)  # the phone holds the planner to them
+    where = Destination.HOME if friend is None else Destination.FRIEND
+    state = turn.session(where, documents_sent, request.limits)
     thought: list[str] = []
     outcome: PlanOutcome | None = None
-    sent = turn.documents_sent or [False] * len(turn.documents)
-    reading = DocumentProgress(turn.documents, sent)  # the node numbers the documents it got
+    documents = turn.prompt.documents
+    sent = documents_sent or [False] * len(documents)
+    reading = DocumentProgress(documents, sent)  # the node numbers the documents it got
 
     async def token(t: Token) -> None:
         if t.thinking:  # progress, kept apart from the answer
@@ -100,43 +118,55 @@ async def plan_session(
         raise HearthError(
             ErrorCode.UNREACHABLE, f"{who(friend)} went silent ({quiet:.1f} s without a byte)"
         )
-    turn.result.documents = reading.views()
-    return outcome, "".join(thought)
+    return Session(outcome, "".join(thought), reading.views(), frozenset(state.tainted_by))
 
 
 async def answer_remotely(
     link: NodeLink,
     turn: Turn,
     request: PlanRequest,
-    reason: str,
+    route: Route,
     friend: FriendPlanner | None = None,
-) -> None:
-    """Plan on the home node (or `friend`'s), run its plans on the phone; fills
-    `turn.result`."""
-    out = turn.result
-    out.route, out.reason = "remote", reason
-    out.planner = link.node if friend is None else friend.peer_id
-    await turn.announce_route(link.host.peer_id)
+    documents_sent: list[bool] | None = None,
+) -> Answered:
+    """Plan on the home node (or `friend`'s), run its plans on the phone."""
+    await turn.announce_route(route, link.host.peer_id)
     observed: dict[str, list[Observation]] = {}  # by plan id: step ids repeat per round
+    where = Destination.HOME if friend is None else Destination.FRIEND
+    read = start = turn.prompt.labels(where, documents_sent)
+    steps: dict[str, Labels] = {}
+    sources: set[str] = set()
 
     async def run(plan: Plan, state: SessionState) -> list[Observation]:
+        nonlocal read
         where = Destination.FRIEND if plan.signer != link.node else Destination.HOME
         roles = link.roster.roster.roles_of(plan.signer, time.time())
         if where is Destination.FRIEND and Role.PLANNER not in roles:
             raise HearthError(
                 ErrorCode.REFUSED, f"{who(friend)} signed a plan without the planner role"
             )
-        observed[plan.plan_id] = await turn.execute(plan, state, where)
-        return observed[plan.plan_id]
+        ran = await turn.execute(plan, state, where)
+        observed[plan.plan_id] = ran.observations
+        read |= ran.read
+        steps.update(ran.steps)
+        sources.update(ran.tainted_by)
+        return ran.observations
 
-    outcome, thought = await plan_session(link, turn, request, run, friend)
-    out.plans = [plan_view(p, observed.get(p.plan_id, [])) for p in outcome.plans]
-    out.plan = out.plans[-1] if out.plans else None
-    out.answer = outcome.final.answer
-    out.usage = UsageView.of(outcome.final.usage or Usage())
-    out.finish = outcome.final.finish
-    if request.thinking:
-        out.thinking = thought
-    if outcome.first_token_s is not None:
-        out.timings["first_token_ms"] = round(outcome.first_token_s * 1000, 1)
-    out.timings["total_ms"] = turn.elapsed_ms()
+    session = await plan_session(link, turn, request, run, friend, documents_sent)
+    outcome = session.outcome
+    return Answered(
+        route=route,
+        answer=outcome.final.answer,
+        plans=tuple(plan_view(p, observed.get(p.plan_id, [])) for p in outcome.plans),
+        documents=tuple(session.documents),
+        thinking=session.thought,
+        usage=UsageView.of(outcome.final.usage or Usage()),
+        finish=outcome.final.finish,
+        first_token_ms=(
+            None if outcome.first_token_s is None else round(outcome.first_token_s * 1000, 1)
+        ),
+        input=start,
+        labels=read | Labels(untrusted=session.tainted_by),
+        steps=tuple(steps.items()),
+        untrusted_sources=frozenset(sources),
+    )

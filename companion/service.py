@@ -11,7 +11,6 @@ telling its progress as events on the way.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import sqlite3
 import time
@@ -31,26 +30,27 @@ from hearth.protocol.wire.messages import (
     AnswerSettings,
     ChatMessage,
     DeviceContext,
-    PlanRequest,
     ToolSpec,
     Usage,
 )
 
+from .asker import Asker
 from .audit import AuditLog
 from .config import secure_home
 from .confirm import Confirmer, Scripted
-from .conversations import Conversations, history
-from .documents import Document, read_documents, release, within_a_frame
+from .conversations import Conversations, TurnLabels
+from .documents import Document, read_documents
 from .egress import Destination, Policy
 from .events import AskRequest, EventSink, discard
 from .executor import Executor
 from .formats import check_home
-from .friends import FriendPlanner, may_plan, named
 from .inbox import Inbox, Kept, NotSent, deliver
 from .journal import Journal
 from .local import LocalModel
-from .localpath import answer_locally, local_plan
+from .localpath import local_plan
+from .outcomes import Answered, Asked, Route, ask_result
 from .policy import load_policy
+from .prompt import build
 from .results import (
     AskResult,
     AuditRecordView,
@@ -65,7 +65,6 @@ from .results import (
     UsageView,
     WarningView,
 )
-from .router import Decision, RouteInput, decide
 from .settings import load_settings
 from .tools.builtin import read_device_status, register_builtin
 from .tools.mcp import mounted, servers_of
@@ -78,9 +77,6 @@ if TYPE_CHECKING:  # libp2p loads only when the home node is needed
 
     from .link import NodeLink
 
-FALLBACK = (ErrorCode.UNREACHABLE, ErrorCode.TIMED_OUT)  # `auto` answers these locally
-# a friend's node that answers these did not plan: the next friend is tried, then the phone
-FRIEND_DECLINED = (ErrorCode.REFUSED, ErrorCode.BUSY, *FALLBACK)
 RETURNED = "returned to the app"
 
 
@@ -194,8 +190,13 @@ class Service:
         with contextlib.suppress(HearthError):  # no local model: requests say so when it matters
             await self.local.runtime()
 
+    @staticmethod
+    def device() -> DeviceContext:
+        """What the phone says about itself now."""
+        return device_context()
+
     @contextlib.asynccontextmanager
-    async def _node(self) -> AsyncIterator[NodeLink]:
+    async def link_to_home(self) -> AsyncIterator[NodeLink]:
         """The link to the home node: the kept one, or one for this request."""
         if not self.paired:
             raise HearthError(ErrorCode.INVALID_INPUT, "not paired: run `hearth pair -`")
@@ -220,33 +221,74 @@ class Service:
         conversation_id = self.conversations.for_request(
             request.conversation_id, request.continue_last
         )
-        turn = Turn(
-            request,
-            AskResult(
-                request_id=uuid.uuid4().hex,
-                conversation_id=conversation_id,
-                served_by="companion" if self.resident else "process",
-                warnings=self.warnings,
-            ),
-            events,
-            cancel,
-            executor,
+        documents = await self._attached(request.attachments)
+        turn, turns = self._turn(
+            request, uuid.uuid4().hex, conversation_id, events, cancel, executor, documents
         )
-        turn.documents = await self._attached(request.attachments)
-        turns = self._recall(turn, conversation_id)
-        request_id = turn.result.request_id
-        self.conversations.begin(conversation_id, request_id, request.text, request.source)
+        self.conversations.begin(conversation_id, turn.request_id, request.text, request.source)
         try:
-            await self._answer(turn, turns)
+            answered, link = await Asker(self, turn, conversation_id).answer(turns)
         except BaseException as exc:  # an error, or cancelled: the request is kept, failed
             why = f"{exc.code.value}: {exc.message}" if isinstance(exc, HearthError) else "stopped"
             with contextlib.suppress(sqlite3.Error):  # a full disk: left `running`, so the
-                self.conversations.failed(request_id, why)  # next start says `interrupted`
+                self.conversations.failed(turn.request_id, why)  # next start: `interrupted`
             raise
-        self.conversations.append(
-            conversation_id, request.text, turn.result, turn.private_steps, request.source
+        asked = Asked(
+            request_id=turn.request_id,
+            conversation_id=conversation_id,
+            served_by="companion" if self.resident else "process",
+            warnings=self.warnings,
+            node=link.node,
+            connect_ms=link.connect_ms,
         )
-        return turn.result
+        return self._kept(turn, answered, asked)
+
+    def _turn(
+        self,
+        request: AskRequest,
+        request_id: str,
+        conversation_id: str | None,
+        events: EventSink,
+        cancel: anyio.Event,
+        executor: Executor,
+        documents: list[Document],
+    ) -> tuple[Turn, int]:
+        """The turn of `request`, its prompt built from the earlier turns of its
+        conversation (or the app's own history); with the conversation's length."""
+        earlier = [] if conversation_id is None else self.conversations.turns(conversation_id)
+        prompt = build(
+            request,
+            earlier,
+            documents,
+            executor.egress,
+            text=request.text,
+            max_turns=self.settings.history_turns,
+            max_chars=self.settings.history_chars,
+        )
+        given = sum(m.role == "user" for m in request.history)
+        turn = Turn(request, request_id, events, cancel, executor, prompt)
+        return turn, (given or len(earlier)) + 1
+
+    def _kept(self, turn: Turn, answered: Answered, asked: Asked) -> AskResult:
+        """The request's one result; the turn kept in its conversation with its labels."""
+        result = ask_result(asked, answered, turn.request.thinking, turn.elapsed_ms())
+        if asked.conversation_id is not None:
+            steps = dict(answered.steps)
+            planned_at = answered.route.planned_at
+            self.conversations.append(
+                asked.conversation_id,
+                turn.request.text,
+                result,
+                {key for key, labels in steps.items() if labels.private},
+                TurnLabels(
+                    input=answered.input,
+                    answer=answered.labels,
+                    steps=steps,
+                    planned_at=planned_at,
+                ),
+                turn.request.source,
+            )
+        return result
 
     async def _attached(self, paths: list[str]) -> list[Document]:
         """The request's attachments, read on the phone; never a file of the home itself
@@ -260,146 +302,6 @@ class Service:
         files = [Path(p).expanduser() for p in paths]
         return await read_documents(files, self.settings.documents)
 
-    def _recall(self, turn: Turn, conversation_id: str) -> int:
-        """Give `turn` the earlier turns of its conversation (or the app's own history), as
-        each destination may see them; returns the conversation's length with this turn."""
-        request = turn.request
-        earlier = self.conversations.turns(conversation_id)
-        for destination in Destination:
-            turn.history[destination] = list(request.history) or history(
-                earlier,
-                turn.executor.egress,
-                destination,
-                max_turns=self.settings.history_turns,
-                max_chars=self.settings.history_chars,
-            )
-        given = sum(m.role == "user" for m in request.history)
-        return (given or len(earlier)) + 1
-
-    def _candidates(self, text: str) -> list[ToolSpec]:
-        """On the phone, a request that names no tool's words is a plain question."""
-        return self.registry.specs(set(self.registry.candidates(text).matched))
-
-    def _remote_tools(self, text: str) -> list[ToolSpec]:
-        """The request's candidate tools among those the policy lets out (all of them
-        when the text points to none; the egress drops never-remote ones again)."""
-        allowed = set(self.registry.tools) - set(self.policy.never_remote_tools)
-        return self.registry.specs(set(self.registry.candidates(text, allowed).offered))
-
-    async def _locally(self, turn: Turn, reason: str, *, may_escalate: bool = False) -> None:
-        await answer_locally(
-            self.local,
-            turn,
-            self._candidates(turn.request.text),
-            self.peer_id,
-            self.settings.limits,
-            reason=reason,
-            threshold=self.policy.confidence_threshold if may_escalate else None,
-        )
-
-    async def _answer(self, turn: Turn, turns: int) -> None:
-        asked = turn.request.route
-        if asked == "local":  # the phone's own model, as asked: the home is not dialled
-            return await self._locally(turn, "local route requested")
-        if not self.paired:
-            if asked == "remote":
-                raise HearthError(ErrorCode.INVALID_INPUT, "not paired: run `hearth pair -`")
-            return await self._locally(turn, "not paired with a home node")
-        async with self._node() as link:
-            turn.result.node = link.node
-            t0 = time.monotonic()
-            if asked == "auto" and link is self.link and link.dialled:
-                reachable = link.connected  # the kept link knows: no dial on the way
-            else:
-                reachable = await link.ensure()
-            turn.result.timings["connect_ms"] = round((time.monotonic() - t0) * 1000, 1)
-            text = turn.request.text
-            seen = RouteInput(
-                text=text,
-                candidate_tools=len(self.registry.candidates(text).matched),
-                conversation_turns=turns,
-                node_reachable=reachable,
-                node_reason=link.reason,
-                node_latency_ms=link.latency_ms,
-                device=device_context(),
-                document_chars=sum(d.chars for d in turn.documents),
-            )
-            decision = decide(seen, self.policy, asked)
-            home_route = decide(dataclasses.replace(seen, node_reachable=True), self.policy)
-            if not reachable and (asked == "remote" or home_route.route == "remote"):
-                declined = await self._by_friend(link, turn)
-                if declined is None:  # a friend's node planned it
-                    return
-                if asked == "remote":
-                    raise link.error or HearthError(ErrorCode.UNREACHABLE, link.reason)
-                decision = dataclasses.replace(decision, reason=f"{decision.reason}; {declined}")
-                if self._keep_for_home(turn):
-                    reason = f"{decision.reason}; kept for the home node, sent when it is back"
-                    return await self._locally(turn, reason)
-            if decision.route == "local":
-                may_escalate = decision.may_escalate and reachable
-                try:
-                    return await self._locally(turn, decision.reason, may_escalate=may_escalate)
-                except HearthError as exc:
-                    if not may_escalate:
-                        raise
-                    decision = Decision("remote", f"escalated: {exc.message}")
-                    turn.result.escalated = True
-            try:
-                await self._remotely(link, turn, decision.reason)
-            except HearthError as exc:
-                if asked != "auto" or exc.code not in FALLBACK:
-                    raise
-                await self._locally(
-                    turn, f"home node lost mid-request ({exc.message}): answered locally"
-                )
-
-    async def _by_friend(self, link: NodeLink, turn: Turn) -> str | None:
-        """Plan on a friend's node while the home is unreachable, as the owner's
-        `friend_planners` allows (`ask`: the user is asked once per request, naming the
-        friends); the friends are tried in order. None when one planned, else why none
-        did (the policy, the user, or each friend's refusal)."""
-        from hearth.protocol.transport.addressbook import AddressBook
-
-        from .friends import friend_planners
-
-        allowed = self.policy.friend_planners
-        if allowed == "never":
-            return "no friend's node may plan (policy friend_planners = never)"
-        roster = link.roster.roster
-        book = AddressBook(self.home)
-        friends = friend_planners(roster, book.get, self.policy, False, now=time.time())
-        if not friends:
-            return "no friend's node holds the planner role"
-        if allowed == "ask":
-            question = may_plan(friends, turn.result.request_id)
-            if not await turn.executor.confirmer.confirm(question):
-                return "you did not let a friend's node plan it"
-        refusals = []
-        for friend in friends:
-            try:
-                reason = f"the home node is unreachable: planned by friend {named(friend)}"
-                await self._remotely(link, turn, reason, friend)
-                return None
-            except HearthError as exc:
-                if exc.code not in FRIEND_DECLINED:
-                    raise
-                refusals.append(f"friend {named(friend)}: {exc.message}")
-        return "; ".join(refusals)
-
-    def _keep_for_home(self, turn: Turn) -> bool:
-        """Keep a request the home would have planned, for when it is back (the policy's
-        `wait_for_home`); True if it is kept (the turn is then `deferred`)."""
-        if not self.policy.wait_for_home:
-            return False
-        result = turn.result
-        try:
-            self.inbox.keep(result.request_id, result.conversation_id, turn.request, time.time())
-        except HearthError:  # too many waiting already: answered locally only
-            return False
-        result.deferred = True
-        return True
-
     async def _deliver(self, link: NodeLink) -> None:
         """Send what waits for the home, now that the link is up; each answer goes into
         its conversation. Nobody is there to confirm: a step that needs it is refused."""
@@ -407,74 +309,27 @@ class Service:
         async def send(kept: Kept) -> AskResult:
             if not link.connected:
                 raise NotSent
-            turn = Turn(
+            turn, _ = self._turn(
                 kept.request,
-                AskResult(
-                    request_id=kept.request_id,
-                    conversation_id=kept.conversation_id,
-                    node=link.node,
-                    served_by="companion",
-                ),
+                kept.request_id,
+                kept.conversation_id,
                 discard,
                 anyio.Event(),
                 self.executor(Scripted(None)),
+                [],
             )
-            conversation_id = kept.conversation_id
-            if conversation_id is not None:
-                self._recall(turn, conversation_id)
-            await self._remotely(link, turn, "sent when the home node came back")
-            if conversation_id is not None:
-                self.conversations.append(
-                    conversation_id, kept.request.text, turn.result, turn.private_steps
-                )
-            return turn.result
+            route = Route("remote", "sent when the home node came back", link.node)
+            asker = Asker(self, turn, kept.conversation_id)
+            answered = await asker.remotely(link, route)
+            asked = Asked(
+                request_id=kept.request_id,
+                conversation_id=kept.conversation_id,
+                served_by="companion",
+                node=link.node,
+            )
+            return self._kept(turn, answered, asked)
 
         await deliver(self.inbox, send)
-
-    def _plan_request(
-        self,
-        turn: Turn,
-        tools: list[ToolSpec],
-        conversation: list[ChatMessage],
-        limits: dict[str, Any] | None = None,
-    ) -> PlanRequest:
-        request = turn.request
-        documents = zip(turn.documents, turn.documents_sent, strict=False)
-        try:
-            planned = PlanRequest(
-                request_id=turn.result.request_id,
-                tools=tools,
-                limits=self.settings.limits.model_copy(update=limits or {}),
-                conversation=conversation,
-                device=device_context(),
-                tool_choice=request.tool_choice,
-                thinking=request.thinking,
-                documents=[d.part() for d, sent in documents if sent],
-                generation=request.generation,
-            )
-        except ValidationError as exc:  # documents beyond the request's limits, say
-            problem = exc.errors(include_url=False, include_input=False)[0]
-            raise HearthError(ErrorCode.INVALID_INPUT, problem["msg"]) from None
-        return within_a_frame(turn.executor.egress.request(planned))  # before it is sent
-
-    async def _remotely(
-        self, link: NodeLink, turn: Turn, reason: str, friend: FriendPlanner | None = None
-    ) -> None:
-        """Plan on the home node, or on `friend`'s with what a friend may see."""
-        from .remote import answer_remotely
-
-        text = turn.request.text
-        where = Destination.HOME if friend is None else Destination.FRIEND
-        conversation = [*turn.history[where], ChatMessage(role="user", content=text)]
-        turn.documents_sent = await release(
-            turn.documents,
-            self.policy,
-            turn.executor.confirmer,
-            request_id=turn.result.request_id,
-            destination=where,
-        )
-        request = self._plan_request(turn, self._remote_tools(text), conversation)
-        await answer_remotely(link, turn, request, reason, friend)
 
     # -- an app's own tools -------------------------------------------------------------
 
@@ -508,26 +363,25 @@ class Service:
         except ValidationError as exc:
             problem = exc.errors(include_url=False, include_input=False)[0]
             raise HearthError(ErrorCode.INVALID_INPUT, f"messages: {problem['msg']}") from None
+        executor = self.executor(Scripted(None))
         turn = Turn(
             asked,
-            AskResult(request_id=uuid.uuid4().hex, served_by="companion"),
+            uuid.uuid4().hex,
             events,
             cancel,
-            self.executor(Scripted(None)),
+            executor,
+            build(asked, [], [], executor.egress, text=text, max_turns=0, max_chars=0),
         )
         if route != "local" and self.paired:
-            async with self._node() as link:
+            async with self.link_to_home() as link:
                 if await link.ensure():
-                    return await self._complete_remotely(
-                        link, turn, messages, tools, parallel_tool_calls
-                    )
+                    return await self._complete_remotely(link, turn, tools, parallel_tool_calls)
                 if route == "remote":
                     raise link.error or HearthError(ErrorCode.UNREACHABLE, link.reason)
-        turn.history[Destination.PHONE] = list(turn.request.history)
         limits = self.settings.limits
         if not parallel_tool_calls:
             limits = limits.model_copy(update={"max_steps": 1})
-        result = await local_plan(self.local, turn, tools, self.peer_id, limits, text=text)
+        result = await local_plan(self.local, turn, tools, self.peer_id, limits)
         calls = [
             ClientToolCall(id=f"call_{uuid.uuid4().hex[:24]}", name=s.tool, arguments=s.arguments)
             for s in (result.plan.steps if result.plan else [])
@@ -542,12 +396,7 @@ class Service:
         )
 
     async def _complete_remotely(
-        self,
-        link: NodeLink,
-        turn: Turn,
-        messages: list[ChatMessage],
-        tools: list[ToolSpec],
-        parallel_tool_calls: bool,
+        self, link: NodeLink, turn: Turn, tools: list[ToolSpec], parallel_tool_calls: bool
     ) -> Completion:
         """One plan from the node, its calls returned; the node hears every step was
         `skipped` ("returned to the app") and writes no more plans (two rounds at most)."""
@@ -556,7 +405,16 @@ class Service:
         from .remote import plan_session
 
         one = {} if parallel_tool_calls else {"max_steps": 1}
-        request = self._plan_request(turn, tools, messages, {"max_rounds": 2, **one})
+        request = turn.prompt.plan_request(
+            Destination.HOME,
+            request_id=turn.request_id,
+            request=turn.request,
+            tools=tools,
+            limits=self.settings.limits.model_copy(update={"max_rounds": 2, **one}),
+            device=device_context(),
+            egress=turn.executor.egress,
+            documents_sent=[],
+        )
         request = request.model_copy(update={"tools": tools})  # the app's: never filtered
         calls: list[ClientToolCall] = []
 
@@ -568,14 +426,14 @@ class Service:
                 )
             return [Observation(step_id=s.id, status="skipped", error=RETURNED) for s in plan.steps]
 
-        outcome, _ = await plan_session(link, turn, request, hand_back)
+        session = await plan_session(link, turn, request, hand_back)
         return Completion(
-            answer="" if calls else outcome.final.answer,
+            answer="" if calls else session.outcome.final.answer,
             calls=calls,
             route="remote",
             reason="planned on the home node",
-            usage=UsageView.of(outcome.final.usage or Usage()),
-            finish=outcome.final.finish,
+            usage=UsageView.of(session.outcome.final.usage or Usage()),
+            finish=session.outcome.final.finish,
         )
 
     # -- reporting ----------------------------------------------------------------------
@@ -591,7 +449,7 @@ class Service:
         from hearth.protocol.transport.health import ask_health
         from hearth.protocol.wire.roster import Role
 
-        async with self._node() as link:
+        async with self.link_to_home() as link:
             book = AddressBook(self.home)
             for member in link.roster.roster.members:
                 if not ({Role.HOME, Role.PLANNER} & member.roles):
@@ -617,7 +475,7 @@ class Service:
         from hearth.search.onion import Directory
         from hearth.search.route import pull_directory, search
 
-        async with self._node() as link:
+        async with self.link_to_home() as link:
             streams = self._streams_on(link) if link is self.link else None
             if not await link.ensure():
                 raise link.error or HearthError(ErrorCode.UNREACHABLE, link.reason)

@@ -1,5 +1,5 @@
-"""One request on its way through the service: what was asked, the result being built,
-who hears of its progress, and the executor its plans run through."""
+"""One request on its way through the service: what was asked, what its planner may
+read (the prompt), who hears of its progress, and the executor its plans run through."""
 
 from __future__ import annotations
 
@@ -8,14 +8,16 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from hearth.protocol.wire.messages import ChatMessage, Observation, Plan, PlanStep
+from hearth.protocol.wire.messages import Limits, Observation, Plan, PlanStep
 
 from .audit import AuditRecord
-from .documents import Document
 from .egress import Destination, StepOutcome
 from .events import AskRequest, EventSink, RouteEvent, StepEvent
 from .executor import FRIEND, Executor, SessionState
-from .results import AskResult, PlanView, StepView
+from .labels import CLEAN, Labels
+from .outcomes import Route
+from .prompt import Prompt
+from .results import PlanView, StepView
 
 NOT_RUN = Observation(step_id="-", status="skipped", error="not run")
 
@@ -41,33 +43,46 @@ def plan_view(plan: Plan, observations: list[Observation]) -> PlanView:
     return PlanView(plan_id=plan.plan_id, signer=plan.signer, round=plan.round, steps=steps)
 
 
+@dataclass(frozen=True)
+class Ran:
+    """One plan run: the observations its planner may learn, what they showed it (their
+    labels joined), and each step's labels by "plan_id/step_id"."""
+
+    observations: list[Observation]
+    read: Labels
+    steps: dict[str, Labels]
+    tainted_by: frozenset[str]  # the session's untrusted sources once it ran
+
+
 @dataclass
 class Turn:
     """A request being answered."""
 
     request: AskRequest
-    result: AskResult
+    request_id: str
     events: EventSink
     cancel: anyio.Event
     executor: Executor
-    history: dict[Destination, list[ChatMessage]] = field(default_factory=dict)
-    """Earlier turns of the conversation, as the model at each destination may see them."""
+    prompt: Prompt
     started: float = field(default_factory=time.monotonic)
-    private_steps: set[str] = field(default_factory=set)  # "plan_id/step_id"
-    documents: list[Document] = field(default_factory=list)  # attached, as read on the phone
-    documents_sent: list[bool] = field(default_factory=list)  # which of them left the phone
 
-    async def execute(
-        self, plan: Plan, state: SessionState, destination: Destination
-    ) -> list[Observation]:
+    def session(
+        self,
+        destination: Destination,
+        documents_sent: list[bool] | None = None,
+        limits: Limits | None = None,
+    ) -> SessionState:
+        """A plan session that starts with the taint of everything its planner reads."""
+        tainted = set(self.prompt.labels(destination, documents_sent).untrusted)
+        return SessionState(tainted_by=tainted, limits=limits)
+
+    async def execute(self, plan: Plan, state: SessionState, destination: Destination) -> Ran:
         """Run `plan`, telling the events of each step; the observations are what
         `destination` may learn. When it is cut off (the node ended the session, or
         Ctrl-C), the running step is journaled `cancelled` and the plan closed: no later
         ask reruns that step or runs the steps after it unasked."""
 
         async def on_step(plan: Plan, step: PlanStep, outcome: StepOutcome | None) -> None:
-            if outcome is not None and outcome.labels.private:
-                self.private_steps.add(f"{plan.plan_id}/{step.id}")
             await self.events(
                 StepEvent(
                     plan_id=plan.plan_id,
@@ -91,12 +106,18 @@ class Turn:
         except anyio.get_cancelled_exc_class():
             self._cut_off(plan)
             raise
-        finally:  # the answer is written after the planner read these
-            read = set(self.result.untrusted_sources) | state.tainted_by
-            if destination is Destination.FRIEND:
-                read.add(FRIEND)
-            self.result.untrusted_sources = sorted(read)
-        return [self.executor.egress.observation(o, destination) for o in outcomes]
+        egress = self.executor.egress
+        read = CLEAN
+        for o in outcomes:  # a redacted value shows only that it was there
+            shown = egress.allows(o.labels, destination)
+            read |= o.labels if shown else Labels(untrusted=o.labels.untrusted)
+        friend = {FRIEND} if destination is Destination.FRIEND else set()
+        return Ran(
+            [egress.observation(o, destination) for o in outcomes],
+            read,
+            {f"{plan.plan_id}/{o.step_id}": o.labels for o in outcomes},
+            frozenset(state.tainted_by | friend),
+        )
 
     def _cut_off(self, plan: Plan) -> None:
         journal, audit = self.executor.journal, self.executor.audit
@@ -118,19 +139,20 @@ class Turn:
                 )
         journal.close_plan(plan.plan_id)
 
-    async def announce_route(self, peer_id: str) -> None:
+    async def announce_route(self, route: Route, peer_id: str) -> None:
         """The route taken, to the audit log (as `peer_id` decided it) and the events."""
-        r = self.result
         self.executor.audit.append(
-            AuditRecord(r.request_id, peer_id, "-", "", "route", f"{r.route}: {r.reason}", "ok")
+            AuditRecord(
+                self.request_id, peer_id, "-", "", "route", f"{route.route}: {route.reason}", "ok"
+            )
         )
         await self.events(
             RouteEvent(
-                route=r.route,
-                planner=r.planner,
-                reason=r.reason,
-                escalated=r.escalated,
-                deferred=r.deferred,
+                route=route.route,
+                planner=route.planner,
+                reason=route.reason,
+                escalated=route.escalated,
+                deferred=route.deferred,
             )
         )
 

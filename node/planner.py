@@ -24,6 +24,7 @@ import msgpack
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from hearth.protocol.model.grammar import Mode, answer_grammar, tool_grammar
+from hearth.protocol.model.inert import Inert
 from hearth.protocol.model.limits import answer_tokens, requested
 from hearth.protocol.model.runtime import Sampling
 from hearth.protocol.model.toolcalls import parse_generation
@@ -59,7 +60,7 @@ from hearth.protocol.wire.session import ENDED, PlanSession, Side
 from .admission import Admission
 from .backends import Backend, Conversation, GenerationSettings
 from .config import FriendCaps
-from .documents import DocumentReader, Inert, Reading, special_tokens
+from .documents import DocumentReader, Reading, special_tokens
 
 log = logging.getLogger("hearth.planner")
 
@@ -88,6 +89,14 @@ def tool_message(call_id: str, content: Any, inert: Inert) -> ChatMessage:
     """A tool's result for the conversation: JSON whose chat-template markers are broken
     (a web page or a message body is read as text, never as a turn or a call)."""
     return ChatMessage(role="tool", tool_call_id=call_id, content=inert(json.dumps(content)))
+
+
+def conversation_messages(request: PlanRequest, inert: Inert) -> list[ChatMessage]:
+    """The request's conversation for the model: every earlier message inert (history is
+    read as text, never as a turn or a call), the request itself as the user wrote it."""
+    messages = request.conversation
+    inert_earlier = (m.model_copy(update={"content": inert(m.content)}) for m in messages[:-1])
+    return [*inert_earlier, *messages[-1:]]
 
 
 def sign_plan(plan: Plan, key: Ed25519PrivateKey) -> Signed:
@@ -289,14 +298,14 @@ class _Session:
         }
         tools = [*request.tools, *(t.spec for t in node_tools.values())]
         schemas = {t.function.name: dict(t.function.parameters) for t in tools}
+        inert = Inert(special_tokens(backend))
         conv = Conversation(
-            messages=list(request.conversation),
+            messages=conversation_messages(request, inert),
             tools=tools,
             thinking=request.thinking,
             thinking_budget=request.limits.max_thinking_tokens,
         )
         untrusted: list[UntrustedInput] = []
-        inert = Inert(special_tokens(backend))
         if request.documents:  # before the request itself, as the user attached them
             reading = await self._read_documents(request, backend, conv)
             conv.messages[-1:-1] = reading.messages()

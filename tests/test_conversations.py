@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from hearth.companion.conversations import Conversations, history
+from hearth.companion.conversations import REDACTED_TEXT, Conversations, TurnLabels, history
 from hearth.companion.egress import REDACTED, Destination, Egress, Policy
 from hearth.companion.events import AskRequest
+from hearth.companion.labels import CLEAN, PRIVATE
 from hearth.companion.results import AskResult, PlanView, StepView
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
@@ -78,7 +79,8 @@ def test_private_results_of_earlier_turns_leave_only_as_the_policy_allows(tmp_pa
     store = Conversations(tmp_path / "conversations.db")
     cid = store.for_request(None, False)
     secret = {"name": "Alice Quartermain", "tel": "+49170555123"}
-    store.append(cid, "who is Al?", a_turn("r1", secret), {"p1/s1"})
+    labels = TurnLabels(input=CLEAN, answer=PRIVATE, steps={"p1/s1": PRIVATE}, planned_at="phone")
+    store.append(cid, "who is Al?", a_turn("r1", secret), {"p1/s1"}, labels)
     turns = store.turns(cid)
     egress = Egress(Policy())
     bound = {"max_turns": 8, "max_chars": 10_000}
@@ -86,6 +88,7 @@ def test_private_results_of_earlier_turns_leave_only_as_the_policy_allows(tmp_pa
     assert [m.role for m in home] == ["user", "assistant", "tool", "assistant"]
     assert "<tool_call>" in home[1].content and "contacts_search" in home[1].content
     assert json.loads(home[2].content) == REDACTED and "Quartermain" not in str(home)
+    assert home[3].content == REDACTED_TEXT  # the answer the phone wrote from it, too
     phone = history(turns, egress, Destination.PHONE, **bound)
     assert json.loads(phone[2].content) == secret  # the phone's own model sees it whole
     trusting = history(turns, Egress(Policy(private_to_home=True)), Destination.HOME, **bound)

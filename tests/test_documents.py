@@ -20,8 +20,9 @@ from hearth.companion.egress import Destination
 from hearth.companion.policy import OwnerPolicy
 from hearth.companion.settings import DocumentLimits
 from hearth.node.backends.llamacpp import LlamaCppBackend
-from hearth.node.documents import Inert, special_tokens
+from hearth.node.documents import special_tokens
 from hearth.node.planner import tool_message
+from hearth.protocol.model.inert import Inert
 from hearth.protocol.transport.plans import PLAN_PROTOCOL, run_plan_session
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.frames import FrameError, encode
