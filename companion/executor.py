@@ -234,6 +234,7 @@ def _reference(value: dict[str, Any], step: PlanStep, run: PlanRun, into: Gather
     if len(chosen) > 1 and pick == "only":
         raise _rejected(step, f"a $ref selection selects {len(chosen)} elements; pick one")
     element = chosen[-1] if pick == "last" else chosen[0]
+    criteria.choice |= len(chosen) > 1  # which of them: the planner's pick
     select = value.get("select")
     if select is not None and not (isinstance(select, str) and select):
         raise _rejected(step, "select must be a field name (a dotted path)")
@@ -597,14 +598,15 @@ class Executor:
         entries: set[str] = set()
         lookup = self.registry.tools.get(CONTACTS)
         if state.request and lookup is not None and lookup.source == BUILTIN:
-            found: dict[str, dict[str, Any]] = {}
+            found: dict[str, dict[str, Any]] = {}  # each contact once, however often found
             words = {w for w in re.findall(r"\w{3,}", state.request)}
             for word in sorted(words)[:MAX_CONTACT_WORDS]:
                 with contextlib.suppress(Exception):  # no contacts: no entries
                     for entry in await lookup.run({"query": word}, ToolContext("intent")):
-                        found[entry["name"]] = entry
-            for name in named(state.request, found):
-                entries |= {*found[name].get("phone", []), *found[name].get("email", [])}
+                        found[json.dumps(entry, sort_keys=True)] = entry
+            by_name = {e["name"]: e for e in found.values()}  # `named`: names no one shares
+            for name in named(state.request, [e["name"] for e in found.values()]):
+                entries |= {*by_name[name].get("phone", []), *by_name[name].get("email", [])}
         state.intent = Intent(state.request, frozenset(e for e in entries if isinstance(e, str)))
 
     async def _decide(
