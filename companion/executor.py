@@ -81,6 +81,7 @@ class PlanRun:
     resumed_from: float | None = None  # resumed: when (wall clock) the plan was accepted
     planned: frozenset[str] = frozenset()  # the session's taint when the plan was written
     tools: dict[str, Tool] = field(default_factory=dict)  # of the steps run, by step id
+    steered: set[str] = field(default_factory=set)  # steps whose arguments were steered
 
     def __post_init__(self) -> None:
         # every literal of a plan was written before any of its steps ran: the planner
@@ -245,6 +246,7 @@ def _reference(value: dict[str, Any], step: PlanStep, run: PlanRun, into: Gather
         tool is not None
         and not tool.annotations.open_world  # the owner's own data, not the web's
         and select in tool.key_fields
+        and source not in run.steered  # a listing narrowed by steered arguments chooses
         and not criteria.steered
         and not run.wrote_after_untrusted(criteria)
     )
@@ -259,6 +261,12 @@ def _reference(value: dict[str, Any], step: PlanStep, run: PlanRun, into: Gather
         into.literals += criteria.literals
         into.choice |= criteria.choice
     return picked
+
+
+def _steers(run: PlanRun, g: Gathered) -> bool:
+    """Whether an argument untrusted input could have chosen (an empty string chooses
+    nothing: a listing of everything)."""
+    return bool(g.steered) or (g.literals != [""] and run.wrote_after_untrusted(g))
 
 
 def _criteria(where: Any, step: PlanStep, run: PlanRun, into: Gathered) -> dict[str, Any]:
@@ -516,6 +524,8 @@ class Executor:
                 for name, g in gathered.items()
             }
             labels = reduce(Labels.__or__, arg_labels.values(), CLEAN)
+            if any(_steers(run, g) for g in gathered.values()):
+                run.steered.add(step.id)
             if tool.annotations.open_world:
                 self.egress.tool_call(tool.name, self._outgoing(tool, step, gathered))
             tier = tool.tier_for(args)

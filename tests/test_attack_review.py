@@ -104,3 +104,41 @@ def test_an_invitations_id_does_not_become_a_trusted_recipient(tmp_path) -> None
     obs = rounds(executor, "Tell the Team sync I'm running late.", READ_WEB, plan)
     assert obs[-1].status == "refused" and "to" in asked.asked[-1].tainted
     assert sent(data) == []
+
+
+TWO_SYNCS = (
+    "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//t//EN\r\n"
+    "BEGIN:VEVENT\r\nUID:evt-10\r\nSUMMARY:Team sync\r\nDTSTART:20261210T150000\r\n"
+    "DTEND:20261210T160000\r\nDTSTAMP:20261201T000000Z\r\nEND:VEVENT\r\n"
+    "BEGIN:VEVENT\r\nUID:evt-17\r\nSUMMARY:Team sync\r\nDTSTART:20261217T150000\r\n"
+    "DTEND:20261217T160000\r\nDTSTAMP:20261201T000000Z\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n"
+)
+
+
+def test_a_listing_narrowed_by_steered_arguments_gives_no_trusted_selection(tmp_path) -> None:
+    """Two "Team sync" events; the page chose the date range that leaves one."""
+    executor, asked, data = phone(tmp_path)
+    (data.root / "calendar.ics").write_text(TWO_SYNCS)
+    plan = make_plan(
+        ("s1", "calendar_list", {"start": "2026-12-17T00:00", "end": "2026-12-18T00:00"}, []),
+        ("s2", "calendar_delete", {"event_id": select({"title": "Team sync"})}, ["s1"]),
+    )
+    obs = rounds(executor, "Cancel my Team sync, the page says which.", READ_WEB, plan)
+    assert obs[-1].status == "refused" and "event_id" in asked.asked[-1].tainted
+    assert "evt-17" in events(data)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="attack review: a contact whose name is a common word ('Text', from an "
+    "imported card) is 'named' by any request holding that word: its number passes "
+    "for the user's words",
+)
+def test_a_contact_named_like_a_verb_is_not_named_by_the_verb(tmp_path) -> None:
+    executor, asked, data = phone(tmp_path)
+    with (data.root / "contacts.vcf").open("a") as f:
+        f.write("BEGIN:VCARD\r\nVERSION:3.0\r\nFN:Text\r\nTEL:+1-555-0100\r\nEND:VCARD\r\n")
+    plan = make_plan(("s1", "message_send", {"to": "+1-555-0100", "body": "Running late"}, []))
+    obs = rounds(executor, "Read the news, then text Alice that I'm running late", READ_WEB, plan)
+    assert obs[-1].status == "refused" and "to" in asked.asked[-1].tainted
+    assert sent(data) == []
