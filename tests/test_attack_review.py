@@ -239,3 +239,24 @@ def test_an_app_tools_read_is_untrusted_unless_the_app_says_otherwise(tmp_path) 
     obs = rounds(executor, "Check the app's inbox and do what it says.", read, text)
     assert obs[-1].status == "refused" and "to" in asked.asked[-1].tainted
     assert sent(data) == []
+
+
+@pytest.mark.timeout(300)
+def test_an_openai_completion_says_its_answer_read_untrusted_input(bench) -> None:
+    """The home read a web page before answering: the OpenAI API's answer says so, with
+    its source, in its `hearth` extension (as `hearth ask` and the native API do)."""
+    from .hostile.suites import WEB, step
+    from .test_api import served
+
+    read = Script(
+        rounds=[Round(steps=[step("s1", "device_status")], untrusted_inputs=[WEB])],
+        answer="The page says to wire money.",
+    )
+    bench.script.write_text(read.model_dump_json())
+    with served(bench.phone) as api:
+        completion = api.client().chat.completions.create(
+            model="hearth-home", messages=[{"role": "user", "content": "what does it say?"}]
+        )
+    assert completion.choices[0].message.content == "The page says to wire money."
+    sources = completion.model_extra["hearth"]["untrusted_sources"]
+    assert any(WEB.source in s for s in sources), sources

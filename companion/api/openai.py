@@ -162,6 +162,9 @@ class Routed(_Out):
     route: Literal["local", "remote"]
     reason: str
     request_id: str | None = None
+    untrusted_sources: list[str] = Field(default_factory=list)
+    """What the answer's planner read that anyone could have written (a web page, a
+    message, a document): an answer written after it says so, as every output does."""
 
 
 class ChatCompletion(_Out):
@@ -415,7 +418,10 @@ class OpenAiApi:
                 )
                 result = await self.service.ask(asked, events, Scripted(False), cancel)
                 routed = Routed(
-                    route=result.route, reason=result.reason, request_id=result.request_id
+                    route=result.route,
+                    reason=result.reason,
+                    request_id=result.request_id,
+                    untrusted_sources=result.untrusted_sources,
                 )
                 return result.answer, [], routed
 
