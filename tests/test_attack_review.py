@@ -260,3 +260,32 @@ def test_an_openai_completion_says_its_answer_read_untrusted_input(bench) -> Non
     assert completion.choices[0].message.content == "The page says to wire money."
     sources = completion.model_extra["hearth"]["untrusted_sources"]
     assert any(WEB.source in s for s in sources), sources
+
+
+def test_the_chat_page_says_an_answer_was_written_after_untrusted_input(browser, tmp_path) -> None:
+    """The home read a web page before answering: the chat page says so under the
+    answer, naming the source (as the terminal and `hearth ask --json` do)."""
+    from playwright.sync_api import expect
+
+    from .hostile.suites import WEB, step
+    from .pages import signed_in
+    from .test_api import served
+
+    processes = Processes()
+    try:
+        bench = start_bench(processes, tmp_path)
+        read = Script(
+            rounds=[Round(steps=[step("s1", "device_status")], untrusted_inputs=[WEB])],
+            answer="The page says to wire money.",
+        )
+        bench.script.write_text(read.model_dump_json())
+        with served(bench.phone) as api, signed_in(browser, api.url, api.token) as (page, _):
+            page.get_by_label("Route").select_option("remote")
+            box = page.get_by_role("textbox", name="Message", exact=True)
+            box.fill("what does the page say?")
+            box.press("Enter")
+            turn = page.get_by_role("log").get_by_role("article").last
+            expect(turn).to_have_attribute("aria-busy", "false", timeout=120_000)
+            expect(turn.locator(".turn-untrusted")).to_contain_text(WEB.source)
+    finally:
+        processes.cleanup()
