@@ -29,7 +29,8 @@ from rich.console import Console
 from rich.table import Table
 
 from hearth.companion.swarmkit import Processes, pair_in_process, start_node
-from hearth.node.control import request as control
+from hearth.node.control import InviteReply, InviteRequest, StatusRequest, request
+from hearth.node.status import AdmissionSummary, NodeStatus
 from hearth.protocol.model.tiny import make_tiny
 from hearth.protocol.transport.host import quiet_libp2p
 from hearth.protocol.wire.errors import ErrorCode, HearthError
@@ -62,9 +63,17 @@ def p99(values: list[float]) -> float:
 def pair_phones(node_home: Path, root: Path, count: int) -> list[Path]:
     homes = [root / f"phone{i}" for i in range(count)]
     for i, home in enumerate(homes):  # invites through the control socket: no CLI start-ups
-        uri = control(node_home, {"op": "invite", "role": "phone", "ttl": 600})["uri"]
+        invite = InviteRequest(op="invite", role="phone", ttl=600)
+        uri = request(node_home, invite, InviteReply).uri
         pair_in_process(home, uri, f"p{i}")
     return homes
+
+
+def admission(node_home: Path) -> AdmissionSummary:
+    """The running node's admission counters."""
+    status = request(node_home, StatusRequest(op="status"), NodeStatus)
+    assert status.admission is not None  # a running node's status carries them
+    return status.admission
 
 
 async def hearth_load(homes: list[Path], node: dict) -> dict:
@@ -136,11 +145,11 @@ def main() -> None:
             ready = start_node(processes, root / "node", "--model", str(bf16)).ready
             homes = pair_phones(root / "node", root, max(counts))
             for n in counts:
-                before = control(root / "node", {"op": "status"})["admission"]
+                before = admission(root / "node")
                 ours = trio.run(hearth_load, homes[:n], ready)
-                after = control(root / "node", {"op": "status"})["admission"]
-                ours["queue_wait_p99_ms"] = after["queue_wait_p99_ms"]
-                ours["busy_at_node"] = after["busy"] - before["busy"]
+                after = admission(root / "node")
+                ours["queue_wait_p99_ms"] = after.queue_wait_p99_ms
+                ours["busy_at_node"] = after.busy - before.busy
                 theirs = trio.run(reference_load, port, n)
                 report[str(n)] = {"hearth": ours, "reference": theirs}
         finally:

@@ -89,11 +89,11 @@ class Prompt:
         max_tokens: int,
         destination: Destination,
     ) -> list[ToolSpec]:
-        """`tools` ranked (those the request's words point to first) and cut to what fits
-        the planner's context of `n_ctx` tokens (0: unknown, none cut) beside the
-        conversation and the answer's `max_tokens`. `invalid_input`, naming the sizes,
-        when the conversation alone does not fit, or a tool the request points to does
-        not."""
+        """`tools` cut to what fits the planner's context of `n_ctx` tokens (0: unknown,
+        none cut) beside the conversation and the answer's `max_tokens`: ranked for the
+        cut (those the request's words point to first), offered in the order given.
+        `invalid_input`, naming the sizes, when the conversation alone does not fit, or a
+        tool the request points to does not."""
         if n_ctx <= 0:
             return tools
         asked = sum(_tokens(m.content) for m in self.conversation(destination))
@@ -106,7 +106,7 @@ class Prompt:
                 "history (a new conversation) or a shorter request",
             )
         ranked = sorted(tools, key=lambda t: t.function.name not in matched)  # stable
-        offered = []
+        offered: set[str] = set()
         for tool in ranked:
             size = _tokens(tool.model_dump_json())
             if used + size > n_ctx:
@@ -119,9 +119,9 @@ class Prompt:
                         f"({max_tokens})",
                     )
                 break
-            offered.append(tool)
+            offered.add(tool.function.name)
             used += size
-        return offered
+        return [t for t in tools if t.function.name in offered]  # in the order given
 
     def local_text(self) -> str | None:
         """The request for the phone's own model, the documents after it (inert)."""

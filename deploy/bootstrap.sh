@@ -50,12 +50,24 @@ browser() {  # Debian's chromium for the web page tests (Playwright never downlo
     fi
 }
 
+systemd_tools() {  # systemd-analyze, to verify the service units as installed
+    if ! command -v systemd-analyze >/dev/null; then
+        if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+            apt-get install -y --no-install-recommends systemd >/dev/null \
+                || echo "apt-get install systemd failed: the unit checks will be skipped" >&2
+        else
+            echo "no systemd-analyze (apt-get install systemd): the unit checks will be skipped" >&2
+        fi
+    fi
+}
+
 case "${1:-}" in
     demo)
         exec .venv/bin/hearth demo ;;
     test)
         js_peer
         browser
+        systemd_tools
         .venv/bin/ruff check .
         .venv/bin/mypy  # --strict over every product package: [tool.mypy] in pyproject.toml
         # the fuzz budget (>= 10^6 executions) runs beside the suite, at a lower priority

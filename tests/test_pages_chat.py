@@ -8,11 +8,14 @@ logs no console error, no failed request and no request to another origin, and f
 
 from __future__ import annotations
 
+import glob
 import json
 import re
 import shutil
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -30,7 +33,16 @@ from .hostile.harness import Bench, start_bench
 from .hostile.script import Round, Script
 from .hostile.suites import WEB
 from .nodes import BIN, wait_ready, wait_until
-from .pages import CHROMIUM, CSP, MISSING, Watch, clipboard, screenshots, signed_in
+from .pages import (
+    CHROMIUM,
+    CSP,
+    MISSING,
+    SCREENSHOTS,
+    Watch,
+    clipboard,
+    screenshots,
+    signed_in,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -276,6 +288,10 @@ def test_an_answer_in_markdown_is_rendered_safely_with_copy_buttons(
     shown = answer.inner_text()
     assert "\u202e" not in shown and "\u200b" not in shown
     assert "\\u202egnp.exe" in shown and "zero\\u200bwidth" in shown
+    for width in (360, 1280):
+        page_.set_viewport_size({"width": width, "height": 900})
+        assert page_.evaluate("document.documentElement.scrollWidth") <= width
+        turn.screenshot(path=SCREENSHOTS / f"chat-markdown-{width}.png")
     # Copy code copies the block; Copy copies the answer's Markdown source
     answer.get_by_role("button", name="Copy code").click()
     assert clipboard(page_).rstrip("\n") == 'print("hi")'
@@ -348,8 +364,7 @@ def test_the_conversation_list_shows_the_newest_50_and_finds_renames_and_deletes
 ) -> None:
     page_, _ = page
     ids = seed_conversations(chat, [f"errand {n:02}" for n in range(60)] + ["\u202eemoh"])
-    page_.get_by_role("button", name="New conversation").click()
-    page_.reload()
+    page_.get_by_role("button", name="New conversation").click()  # the list is read again
     listed = page_.locator("#conversations li")
     expect(listed).to_have_count(50)
     expect(page_.locator("#conversations-note")).to_contain_text("The newest 50 of")
@@ -436,10 +451,27 @@ def test_a_turn_a_friends_node_planned_is_labelled_with_the_friends_name(
     planned = AskResult(request_id="r1", route="remote", planner=FRIEND, answer="Planned.")
     kept.append(conversation, "planned by alice", planned, set())
     page_, _ = page
-    page_.reload()
+    page_.get_by_role("button", name="New conversation").click()  # the list is read again
     expect(page_.locator("#home")).not_to_have_text("Home: checking…")  # the roster's names
-    page_.get_by_label("Find a conversation").fill("planned by alice")
-    page_.locator("#conversations li").first.get_by_role("button").first.click()
+    page_.locator("#conversations").get_by_role(
+        "button", name="planned by alice", exact=True
+    ).click()
     turn = last_turn(page_)
     expect(turn.locator(".route strong")).to_have_text("friend alice-pc")
     expect(turn).to_have_attribute("data-route", "friend alice-pc")
+
+
+def test_the_vendored_renderer_and_sanitiser_ship_in_the_package_with_their_licences() -> None:
+    """setuptools ships what `package-data`'s globs match (a `*` stops at a folder)."""
+    root = Path(__file__).resolve().parents[1]
+    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]["hearth.companion"]
+    shipped = {p for g in globs for p in glob.glob(g, root_dir=root / "companion")}
+    vendor = root / "companion" / "web" / "vendor"
+    wanted = {"markdown-it.min.js", "markdown-it.LICENSE", "purify.min.js", "dompurify.LICENSE"}
+    assert {p.name for p in vendor.iterdir()} == wanted
+    assert {f"web/vendor/{name}" for name in wanted} <= shipped
+    page = (root / "companion" / "web" / "index.html").read_text()
+    assert '<script src="/static/vendor/markdown-it.min.js" defer></script>' in page
+    assert '<script src="/static/vendor/purify.min.js" defer></script>' in page

@@ -429,3 +429,14 @@ def test_private_content_never_goes_back_to_a_server_whose_listing_it_came_from(
     obs = rounds(executor, "Cancel booking bk-1.", plan)
     assert [o.status for o in obs[1:]] == ["refused", "refused"] and sent == []
     assert all("private" in (o.error or "") for o in obs[1:])
+
+
+def test_the_terminal_says_an_answer_was_written_after_untrusted_input() -> None:
+    from hearth.companion.terminal import ask_outcome
+
+    out = {"route": "remote", "reason": "r", "plans": [], "answer": "Paid."}
+    assert "untrusted" not in " ".join(t.plain for t in ask_outcome(out))
+    lines = ask_outcome({**out, "untrusted_sources": ["web_search (https://evil.example/)"]})
+    assert "written after reading untrusted input: web_search (https://evil.example/)" in (
+        lines[-1].plain
+    )

@@ -420,7 +420,7 @@ async function openConversation(id) {
 function startNew() {
   state.conversation = null;
   $("transcript").replaceChildren();
-  listConversations();
+  loadConversations();
   $("message").focus();
 }
 $("new").addEventListener("click", startNew);

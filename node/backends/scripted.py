@@ -61,7 +61,6 @@ class ScriptedBackend:
         default_factory=lambda: ModelInfo(name="scripted", n_ctx=8192, backend="scripted")
     )
     rounds: list[Round] = field(default_factory=list)  # what each round was given
-    closed: bool = False
 
     def _answer(self, given: Round) -> Answer:
         if callable(self.script):
@@ -91,25 +90,15 @@ class ScriptedBackend:
         if answer.error is not None:
             raise answer.error
         thought: list[str] = []
-        words: list[str] = []
         finish: Finish = "stop"
-        thinking = WORD.findall(answer.thinking)[: conv.thinking_budget] if conv.thinking else []
-        for kind, pieces, sink, budget in (
-            (thought, thinking, on_thinking, len(thinking)),
-            (words, WORD.findall(answer.text), on_text, settings.max_tokens),
-        ):
-            for piece in pieces:
-                await anyio.lowlevel.checkpoint()  # as a model's stream yields between tokens
-                if cancel.is_set():
-                    finish = "cancelled"
-                    break
-                if len(kind) == budget:
-                    finish = "length"
-                    break
-                kind.append(piece)
-                await sink(piece)
-            if finish != "stop":
-                break
+        if conv.thinking:  # a block past its budget is closed there, as llama.cpp's is
+            budget = conv.thinking_budget
+            thinking = WORD.findall(answer.thinking)[:budget]
+            thought, finish = await _play(thinking, budget, on_thinking, cancel)
+        words: list[str] = []
+        if finish == "stop":
+            pieces = WORD.findall(answer.text)
+            words, finish = await _play(pieces, settings.max_tokens, on_text, cancel)
         conv.consumed = len(conv.messages) + 1  # + the assistant turn the planner appends
         return Generation(
             "".join(words),
@@ -120,4 +109,21 @@ class ScriptedBackend:
         )
 
     async def aclose(self) -> None:
-        self.closed = True
+        return None
+
+
+async def _play(
+    pieces: list[str], budget: int, sink: OnText, cancel: anyio.Event
+) -> tuple[list[str], Finish]:
+    """`pieces` streamed to `sink` one at a time, at most `budget` of them, until `cancel`:
+    those played, and why playing ended."""
+    played: list[str] = []
+    for piece in pieces:
+        await anyio.lowlevel.checkpoint()  # as a model's stream yields between tokens
+        if cancel.is_set():
+            return played, "cancelled"
+        if len(played) == budget:
+            return played, "length"
+        played.append(piece)
+        await sink(piece)
+    return played, "stop"
