@@ -81,6 +81,7 @@ class PlanRun:
     resumed_from: float | None = None  # resumed: when (wall clock) the plan was accepted
     planned: frozenset[str] = frozenset()  # the session's taint when the plan was written
     tools: dict[str, Tool] = field(default_factory=dict)  # of the steps run, by step id
+    steered: set[str] = field(default_factory=set)  # steps whose arguments were steered
 
     def __post_init__(self) -> None:
         # every literal of a plan was written before any of its steps ran: the planner
@@ -234,6 +235,7 @@ def _reference(value: dict[str, Any], step: PlanStep, run: PlanRun, into: Gather
     if len(chosen) > 1 and pick == "only":
         raise _rejected(step, f"a $ref selection selects {len(chosen)} elements; pick one")
     element = chosen[-1] if pick == "last" else chosen[0]
+    criteria.choice |= len(chosen) > 1  # which of them: the planner's pick
     select = value.get("select")
     if select is not None and not (isinstance(select, str) and select):
         raise _rejected(step, "select must be a field name (a dotted path)")
@@ -244,6 +246,7 @@ def _reference(value: dict[str, Any], step: PlanStep, run: PlanRun, into: Gather
         tool is not None
         and not tool.annotations.open_world  # the owner's own data, not the web's
         and select in tool.key_fields
+        and source not in run.steered  # a listing narrowed by steered arguments chooses
         and not criteria.steered
         and not run.wrote_after_untrusted(criteria)
     )
@@ -258,6 +261,12 @@ def _reference(value: dict[str, Any], step: PlanStep, run: PlanRun, into: Gather
         into.literals += criteria.literals
         into.choice |= criteria.choice
     return picked
+
+
+def _steers(run: PlanRun, g: Gathered) -> bool:
+    """Whether an argument untrusted input could have chosen (an empty string chooses
+    nothing: a listing of everything)."""
+    return bool(g.steered) or (g.literals != [""] and run.wrote_after_untrusted(g))
 
 
 def _criteria(where: Any, step: PlanStep, run: PlanRun, into: Gathered) -> dict[str, Any]:
@@ -515,6 +524,8 @@ class Executor:
                 for name, g in gathered.items()
             }
             labels = reduce(Labels.__or__, arg_labels.values(), CLEAN)
+            if any(_steers(run, g) for g in gathered.values()):
+                run.steered.add(step.id)
             if tool.annotations.open_world:
                 self.egress.tool_call(tool.name, self._outgoing(tool, step, gathered))
             tier = tool.tier_for(args)
@@ -597,14 +608,15 @@ class Executor:
         entries: set[str] = set()
         lookup = self.registry.tools.get(CONTACTS)
         if state.request and lookup is not None and lookup.source == BUILTIN:
-            found: dict[str, dict[str, Any]] = {}
+            found: dict[str, dict[str, Any]] = {}  # each contact once, however often found
             words = {w for w in re.findall(r"\w{3,}", state.request)}
             for word in sorted(words)[:MAX_CONTACT_WORDS]:
                 with contextlib.suppress(Exception):  # no contacts: no entries
                     for entry in await lookup.run({"query": word}, ToolContext("intent")):
-                        found[entry["name"]] = entry
-            for name in named(state.request, found):
-                entries |= {*found[name].get("phone", []), *found[name].get("email", [])}
+                        found[json.dumps(entry, sort_keys=True)] = entry
+            by_name = {e["name"]: e for e in found.values()}  # `named`: names no one shares
+            for name in named(state.request, [e["name"] for e in found.values()]):
+                entries |= {*by_name[name].get("phone", []), *by_name[name].get("email", [])}
         state.intent = Intent(state.request, frozenset(e for e in entries if isinstance(e, str)))
 
     async def _decide(

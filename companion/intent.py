@@ -14,10 +14,11 @@ request, not the request's words in another case, not text the planner read.
 
 The text of a message or an event (a content argument, not one that chooses where
 data goes) counts the same way, with case folded ("Running late" for "running late").
-Numbers and formatted values there (dates, amounts: no two letters in a row) are not
-text anyone could be steered by.
+Numbers and formatted values there (dates, amounts: no two letters in a row and at
+most two letters in all, invisible characters dropped) are not text anyone could be
+steered by.
 
-A contact the request *names*: the contact's full name, or its first name when no other
+A contact the request *names*: the contact's full name, or its first name, when no other
 contact shares it, appears in the request as a span (letters compared case-folded, at
 token boundaries). That contact's phone numbers and e-mail addresses, as the phone's own
 contacts hold them, count as the user's words ("text Alice": Alice's number).
@@ -118,29 +119,39 @@ class Intent:
         return False
 
 
+INVISIBLE = {"Cf", "Mn", "Me"}  # zero-width and soft characters, marks: not letters apart
+MAX_LETTERS_APART = 2  # "T" and "Z" of an ISO date-time; "C A L L" is a word
+
+
 def free_text(value: object) -> bool:
     """Whether `value` is text a reader could be told something by: a string with two
-    letters in a row (not a date, a time, an amount or an id of digits)."""
-    return isinstance(value, str) and re.search(r"[^\W\d_]{2}", value) is not None
+    letters in a row once invisible characters are dropped, or more than
+    `MAX_LETTERS_APART` letters in all (not a date, a time, an amount or an id of
+    digits; "c a l l" and "c\\u200ball" are text)."""
+    if not isinstance(value, str):
+        return False
+    shown = "".join(ch for ch in value if unicodedata.category(ch) not in INVISIBLE)
+    letters = re.findall(r"[^\W\d_]", shown)
+    return len(letters) > MAX_LETTERS_APART or re.search(r"[^\W\d_]{2}", shown) is not None
 
 
 def named(request: str, names: Iterable[str]) -> set[str]:
-    """The contact names (of `names`) that `request` names: the full name, or a first
-    name (of `MIN_CHARS` letters or more) no other contact shares, as a span of the
-    request, case-folded."""
+    """The contact names (of `names`, one per contact: a name may come twice) that
+    `request` names: the full name no other contact shares, or a first name (of
+    `MIN_CHARS` letters or more) no other contact shares, as a span of the request,
+    case-folded and with runs of spaces as one. Two contacts of the same name (another
+    may have been imported from anyone's card) are named by neither."""
     text = _nfc(request).casefold()
-    names = list(names)
+    fulls: dict[str, list[str]] = {}
     firsts: dict[str, list[str]] = {}
     for name in names:
         parts = _nfc(name).casefold().split()
+        fulls.setdefault(" ".join(parts), []).append(name)
         if parts and len(parts[0]) >= MIN_CHARS:
             firsts.setdefault(parts[0], []).append(name)
     out = set()
-    for name in names:
-        full = _nfc(name).casefold().strip()
-        if len(full) >= MIN_CHARS and is_span(full, text):
-            out.add(name)
-    for first, owners in firsts.items():
-        if len(set(owners)) == 1 and is_span(first, text):
-            out.add(owners[0])
+    for said in (fulls, firsts):
+        for words, owners in said.items():
+            if len(owners) == 1 and len(words) >= MIN_CHARS and is_span(words, text):
+                out.add(owners[0])
     return out

@@ -86,6 +86,7 @@ async def answer_locally(
         finish="length" if result.truncated else "stop",
         input=turn.prompt.labels(Destination.PHONE),
         labels=turn.prompt.labels(Destination.PHONE),
+        untrusted_sources=turn.prompt.labels(Destination.PHONE).untrusted,  # what it read
     )
     if result.plan is None:
         return answered
@@ -104,5 +105,5 @@ async def answer_locally(
         plans=(plan_view(result.plan, ran.observations),),
         labels=answered.labels | ran.read,
         steps=tuple(ran.steps.items()),
-        untrusted_sources=ran.tainted_by,
+        untrusted_sources=answered.untrusted_sources | ran.tainted_by,
     )

@@ -3,13 +3,13 @@
 A request's planner reads the request, the earlier turns of its conversation (or the
 app's own messages) and the attached documents. `Prompt` holds them with their
 labels: the user's request is clean; each earlier message carries what it was kept
-with (`conversations.TurnLabels`); a message an app hands in as a tool result is
-untrusted; a document is private and untrusted (source `document:NAME`). For each
-destination the builder gives what that planner may read (the egress judges each
-earlier message for it, as it judges observations) and the labels of all of it, which
-the plan session starts with. Every text that is not the request itself is made inert
-(`protocol.model.inert`) for whichever model reads it: the phone's own, the home's or
-a friend's.
+with (`conversations.TurnLabels`); a message an app hands in as a tool result or as
+an assistant's answer is untrusted; a document is private and untrusted (source
+`document:NAME`). For each destination the builder gives what that planner may read
+(the egress judges each earlier message for it, as it judges observations) and the
+labels of all of it, which the plan session starts with. Every text that is not the
+request itself is made inert (`protocol.model.inert`) for whichever model reads it: the
+phone's own, the home's or a friend's.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from .events import AskRequest
 from .labels import CLEAN, Labels
 
 APP_TOOL_RESULT = "a tool result the app handed in"
+APP_ANSWER = "an answer the app handed in"
 CHARS_PER_TOKEN = 3  # schemas and text: counted long (real tokenizers give 3.5 to 4)
 TEMPLATE_TOKENS = 512  # the chat template, the tool-call format, the system prompt
 INERT = Inert()  # the common templates' markers: every model here is read through one
@@ -41,8 +42,14 @@ def document_labels(document: Document) -> Labels:
 
 
 def given_labels(message: ChatMessage) -> Labels:
-    """A message an app keeps itself: a tool result it ran is untrusted input."""
-    return Labels(untrusted=frozenset({APP_TOOL_RESULT})) if message.role == "tool" else CLEAN
+    """A message an app keeps itself: a tool result it ran is untrusted input, and so is
+    an assistant's answer (a planner wrote it, maybe after reading a page: the app
+    resends it without its labels)."""
+    if message.role == "tool":
+        return Labels(untrusted=frozenset({APP_TOOL_RESULT}))
+    if message.role == "assistant":
+        return Labels(untrusted=frozenset({APP_ANSWER}))
+    return CLEAN
 
 
 @dataclass(frozen=True)

@@ -95,9 +95,9 @@ def app_tool(
     key_fields: Iterable[str] = (),
 ) -> Tool:
     """`fn` (async or not; keyword arguments with type hints) as a registry `Tool`, strict
-    where the app says nothing (as MCP tools are): an open-world tool's results are
-    untrusted, and every argument of a write or of an open-world tool is a control
-    argument."""
+    where the app says nothing (as MCP tools are): its results are untrusted (a read of
+    the app's own data may hold anyone's text, as the phone's own reads do), and every
+    argument of a write or of an open-world tool is a control argument."""
     name = fn.__name__
     for param in inspect.signature(fn).parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
@@ -135,7 +135,7 @@ def app_tool(
         private=private,
         args_model=model,
         source=APP,
-        untrusted_results=open_world if untrusted_results is None else untrusted_results,
+        untrusted_results=True if untrusted_results is None else untrusted_results,
         key_fields=frozenset(key_fields),
     )
 
@@ -273,9 +273,10 @@ class Companion:
         chosen there is confirmed, never covered by a blanket yes. `private` results
         never leave the phone unless the owner's policy says so; `untrusted_results`
         marks what the tool returns as written by others (a web page, a message).
-        Strict unless the app says otherwise, like an MCP tool: by default an open-world
-        tool's results are untrusted, and every argument of a write (reversible or
-        irreversible) or of an open-world tool is a control argument. `key_fields` name
+        Strict unless the app says otherwise, like an MCP tool: by default a tool's
+        results are untrusted (`untrusted_results=False` for data only the owner writes),
+        and every argument of a write (reversible or irreversible) or of an open-world
+        tool is a control argument. `key_fields` name
         the fields of its results' entries that identify the owner's objects (an id): a
         plan's `$ref` selection by trusted criteria may pick them as trusted."""
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 import anyio
-from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -93,6 +93,9 @@ class Routed(_Out):
     reason: str
     request_id: str | None = None
     conversation_id: str | None = None  # the conversation the turn was kept in
+    untrusted_sources: list[str] = Field(default_factory=list)
+    """What the answer's planner read that anyone could have written (a web page, a
+    message, a document): an answer written after it says so, as every output does."""
 
 
 @dataclass
@@ -437,6 +440,7 @@ class OpenAiApi:
                     reason=result.reason,
                     request_id=result.request_id,
                     conversation_id=result.conversation_id,
+                    untrusted_sources=result.untrusted_sources,
                 )
                 return Outcome(result.answer, [], routed, result.usage, result.finish)
 

@@ -160,6 +160,12 @@ class Turn {
     }
     this.answers.push(result.answer);
     this.show(this.answers.length - 1);
+    const sources = result.untrusted_sources || [];
+    if (sources.length) { // the answer may repeat what a page or a message told its planner
+      this.untrusted ??= this.article.appendChild(el("p", "", "turn-untrusted"));
+      this.untrusted.textContent =
+        visible(`Written after reading untrusted input: ${sources.join(", ")}`);
+    }
     this.done();
   }
 
