@@ -16,6 +16,7 @@ from pydantic import Field
 from hearth.companion.confirm import Scripted
 from hearth.companion.events import AskRequest
 from hearth.companion.service import Service
+from hearth.companion.settings import set_setting
 from hearth.companion.tools.registry import Annotations, Tier, ToolContext
 from hearth.protocol.transport.plans import PLAN_PROTOCOL, run_plan_session
 from hearth.protocol.wire.errors import ErrorCode, HearthError
@@ -118,6 +119,9 @@ def test_a_step_cut_off_by_the_node_is_journaled_cancelled_and_never_rerun(
     pair_phone(home, node.invite())
     builtin = sorted(Service(home).registry.tools)
     (home / "policy.toml").write_text(f"never_remote_tools = {json.dumps(builtin)}\n")
+    # one call a plan: random weights would otherwise fill the phone's 20 calls past the
+    # token limit and the node would reject the plan as cut off before any step ran
+    set_setting(home, "limits.max_steps", "1")
     phone = Service(home)
     ran = []
 
