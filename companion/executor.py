@@ -46,6 +46,7 @@ from .intent import Intent, free_text, named
 from .journal import Journal, SessionRecord
 from .labels import CLEAN, Labels
 from .tools.registry import BUILTIN, Registry, Tier, Tool, ToolContext
+from .tools.selection import family
 
 FRIEND = "a friend's planner"
 CONTACTS = "contacts_search"  # the phone's own contacts, for the contacts a request names
@@ -209,7 +210,13 @@ def _decoded(value: Any) -> Any:
     return value
 
 
-def _reference(value: dict[str, Any], step: PlanStep, run: PlanRun, into: Gathered) -> Any:
+def _reference(
+    value: dict[str, Any], step: PlanStep, run: PlanRun, into: Gathered, *, criterion: bool = False
+) -> Any:
+    """A `$ref`'s value. A selection is trusted when the phone made it from the owner's own
+    listing by trusted criteria; as an argument (not a `criterion` of another selection) only
+    for a tool of the listing's own domain: an id means something only there, and whoever
+    wrote the entry chose it (an invitation's UID is no message recipient)."""
     if not set(value) <= set(SELECTION):
         raise _rejected(step, "a $ref may have only where, select and pick beside it")
     source, parts = _source(value["$ref"], step, run)
@@ -246,6 +253,7 @@ def _reference(value: dict[str, Any], step: PlanStep, run: PlanRun, into: Gather
         tool is not None
         and not tool.annotations.open_world  # the owner's own data, not the web's
         and select in tool.key_fields
+        and (criterion or _domain(tool) == _domain(run.tools.get(step.id)))
         and source not in run.steered  # a listing narrowed by steered arguments chooses
         and not criteria.steered
         and not run.wrote_after_untrusted(criteria)
@@ -261,6 +269,14 @@ def _reference(value: dict[str, Any], step: PlanStep, run: PlanRun, into: Gather
         into.literals += criteria.literals
         into.choice |= criteria.choice
     return picked
+
+
+def _domain(tool: Tool | None) -> str | None:
+    """Where a tool's ids mean something: its MCP server, or a built-in's family
+    (`calendar` of `calendar_list` and `calendar_delete`)."""
+    if tool is None:
+        return None
+    return family(tool.name) if tool.source == BUILTIN else tool.source
 
 
 def _steers(run: PlanRun, g: Gathered) -> bool:
@@ -280,7 +296,7 @@ def _criteria(where: Any, step: PlanStep, run: PlanRun, into: Gathered) -> dict[
         if not key or len(key) > 200:
             raise _rejected(step, "where: a field name must be 1 to 200 characters")
         if isinstance(wanted, dict) and "$ref" in wanted:  # a plain $ref or a selection
-            wanted = _reference(wanted, step, run, into)
+            wanted = _reference(wanted, step, run, into, criterion=True)
         elif isinstance(wanted, str | int | float | bool):
             into.literals.append(wanted)
         else:

@@ -138,10 +138,11 @@ def test_a_selected_field_that_is_not_the_entrys_key_stays_steered(tmp_path) -> 
         ("s3", "files_write", {"path": {**where, "select": "id"}, "text": "x"}, ["s1"]),
     )
     obs = rounds(executor, "Write to the file the Callback note names.", READ_WEB, plan)
-    assert [o.status for o in obs[1:]] == ["ok", "refused", "ok"]
+    # the note's text is anyone's; its id is a key, but of notes: no file path
+    assert [o.status for o in obs[1:]] == ["ok", "refused", "refused"]
     steered = [q for q in asked.asked if q.tainted]
-    assert len(steered) == 1 and "notes_search" in steered[0].tainted["path"]
-    assert not (data.sandbox / "payload.txt").exists() and (data.sandbox / "n1").exists()
+    assert len(steered) == 2 and "notes_search" in steered[0].tainted["path"]
+    assert not (data.sandbox / "payload.txt").exists() and not (data.sandbox / "n1").exists()
 
 
 @pytest.mark.parametrize(
