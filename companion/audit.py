@@ -116,7 +116,16 @@ class AuditLog:
         return [dict(zip(names, r, strict=True)) for r in rows]
 
     def verify(self) -> tuple[bool, str]:
-        """(True, "") when the chain and its head are intact; else (False, what broke)."""
+        """(True, "") when the chain and its head are intact; else (False, what broke).
+        The head and the records are read in one snapshot: a companion appending beside
+        this check is not a truncated log."""
+        self.db.execute("BEGIN")
+        try:
+            return self._verify()
+        finally:
+            self.db.execute("COMMIT")
+
+    def _verify(self) -> tuple[bool, str]:
         row = self.db.execute("SELECT count, hash, mac FROM audit_head WHERE id=1").fetchone()
         count, head, mac = row if row else (0, GENESIS, self._mac(0, GENESIS))
         if not hmac.compare_digest(mac, self._mac(count, head)):

@@ -75,6 +75,7 @@ class LocalResult:
     thinking: str = ""  # the thinking block, when the request asked for one
     usage: Usage = field(default_factory=Usage)  # the prompt's (cached prefix too), the answer's
     truncated: bool = False  # the token limit cut the answer
+    prompt_evaluated: int = 0  # prompt tokens evaluated for it (a cached prefix is not)
 
 
 class LocalModel:
@@ -182,4 +183,5 @@ class LocalModel:
             result.thinking,
             Usage(prompt_tokens=result.prompt_counted, completion_tokens=result.completion_counted),
             parsed.truncated,
+            result.prompt_tokens,
         )

@@ -68,7 +68,8 @@ def test_the_phone_reaches_home_through_a_relay_friend(tmp_path, processes, tiny
                             "--home", str(phone))  # fmt: skip
         out = json.loads(relayed.stdout.strip().splitlines()[-1])
         assert relayed.returncode == 0 and out["route"] == "remote", out
-        assert out["node"] and out["answer"]  # planned at home, over the circuit
+        # planned at home, over the circuit (random weights may answer only whitespace)
+        assert out["node"] and out["usage"]["completion_tokens"] > 0, out
         # a direct address that swallows packets (a gateway that never answers ARP):
         # the relay is raced in and wins, the hanging direct dial is cancelled
         sh(*chain.exec_in(chain.phone), "ip", "route", "add", f"{chain.home_addr}/32",

@@ -101,7 +101,7 @@ def test_a_warm_local_model_reuses_its_prompt_prefix_with_the_same_answers(
     async def ask(model: LocalModel) -> tuple[str, list[tuple[str, dict]], int]:
         result = await model.plan("note milk", tools, "phone", mode=mode)
         steps = [(s.tool, s.arguments) for s in result.plan.steps] if result.plan else []
-        return result.answer, steps, result.prompt_tokens
+        return result.answer, steps, result.prompt_evaluated
 
     async def go() -> list[tuple[str, list[tuple[str, dict]], int]]:
         warm = LocalModel(tiny_models[1], n_ctx=2048, sampling=Sampling())
