@@ -22,22 +22,11 @@ import pytest
 
 from .conftest import Processes
 from .nodes import cli, last_json, paired_phone, start_companion
+from .test_api import WEATHER
 
 pytestmark = pytest.mark.timeout(600)
 
 MAX_TOKENS = 320  # the phone's limit here (random weights write until it): room for calls
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The weather in a city",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
 NOTE = {
     "type": "function",
     "function": {
