@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import anyio
 import pytest
 
+from hearth.companion.ask import ask
 from hearth.companion.confirm import Scripted
 from hearth.companion.events import discard
 from hearth.companion.sdk import app_tool
@@ -314,7 +315,7 @@ def test_a_local_answer_from_a_document_names_it_as_untrusted(tmp_path, tiny_mod
                 tool_choice="none",
                 attachments=[str(letter)],
             )
-            result = await service.ask(asked, discard, Scripted(False), anyio.Event())
+            result = await ask(service, asked, discard, Scripted(False), anyio.Event())
             return result.untrusted_sources
 
     assert "document:letter.txt" in trio.run(main)
