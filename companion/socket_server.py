@@ -24,7 +24,7 @@ from anyio.abc import SocketStream, TaskStatus
 from anyio.streams.buffered import BufferedByteReceiveStream
 from pydantic import BaseModel, ValidationError
 
-from hearth.protocol.request_log import Logged, logged
+from hearth.protocol.kit.request_log import Logged, logged
 from hearth.protocol.transport.taskgroups import single_error
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 

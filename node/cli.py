@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hearth.protocol.interrupts import hold
+from hearth.protocol.kit.interrupts import hold
 
 hold()  # first: a Ctrl-C while the command line loads is reported once it can be
 

@@ -23,13 +23,13 @@ import anyio
 import msgpack
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from hearth.protocol.kit.request_log import Logged, logged
 from hearth.protocol.model.grammar import Mode, answer_grammar, tool_grammar
 from hearth.protocol.model.inert import Inert
 from hearth.protocol.model.limits import answer_tokens, requested
 from hearth.protocol.model.runtime import Sampling
 from hearth.protocol.model.toolcalls import parse_generation
 from hearth.protocol.model.validate import check_schemas, validate_calls
-from hearth.protocol.request_log import Logged, logged
 from hearth.protocol.transport.plans import PLAN_PROTOCOL
 from hearth.protocol.transport.streams import FrameStream
 from hearth.protocol.transport.taskgroups import single_error
