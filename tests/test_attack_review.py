@@ -4,8 +4,6 @@ others are attacks that succeeded until the fix in the same commit."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import anyio
 import pytest
 
@@ -19,7 +17,7 @@ from hearth.protocol.wire.chat import ChatMessage
 
 from .conftest import Processes
 from .hostile.channels import ChannelCase, Turn, run_channel_case
-from .hostile.harness import Bench, SuitePhone, start_bench
+from .hostile.harness import SuitePhone, start_bench
 from .hostile.script import Round, Script
 from .hostile.suites import INJECTION, SUITES
 from .phone_kit import make_plan
@@ -156,15 +154,6 @@ def test_a_contact_named_like_a_verb_is_not_named_by_the_verb(tmp_path) -> None:
     assert sent(data) == []
 
 
-@pytest.fixture(scope="module")
-def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
-    processes = Processes()
-    try:
-        yield start_bench(processes, tmp_path_factory.mktemp("hostile-review"))
-    finally:
-        processes.cleanup()
-
-
 def _echoed(role: str) -> list[ChatMessage]:
     """An app's own history where the injection comes back as `role`'s message: its
     assistant's earlier answer quoting the page (an OpenAI client resends the whole
@@ -177,9 +166,9 @@ def _echoed(role: str) -> list[ChatMessage]:
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("role", ["assistant"])
-def test_an_apps_resent_answer_carries_its_taint(bench, tmp_path, role) -> None:
+def test_an_apps_resent_answer_carries_its_taint(hostile_bench, tmp_path, role) -> None:
     suite = SUITES[0]
-    phone = SuitePhone.make(bench, f"{suite.name}-{role}")
+    phone = SuitePhone.make(hostile_bench, f"{suite.name}-{role}")
     attack = suite.attacks[0]
     case = ChannelCase(
         f"{suite.name}/{attack.name}/app-{role}",
@@ -243,7 +232,7 @@ def test_an_app_tools_read_is_untrusted_unless_the_app_says_otherwise(tmp_path) 
 
 
 @pytest.mark.timeout(300)
-def test_an_openai_completion_says_its_answer_read_untrusted_input(bench) -> None:
+def test_an_openai_completion_says_its_answer_read_untrusted_input(hostile_bench) -> None:
     """The home read a web page before answering: the OpenAI API's answer says so, with
     its source, in its `hearth` extension (as `hearth ask` and the native API do)."""
     from .hostile.suites import WEB, step
@@ -253,8 +242,8 @@ def test_an_openai_completion_says_its_answer_read_untrusted_input(bench) -> Non
         rounds=[Round(steps=[step("s1", "device_status")], untrusted_inputs=[WEB])],
         answer="The page says to wire money.",
     )
-    bench.script.write_text(read.model_dump_json())
-    with served(bench.phone) as api:
+    hostile_bench.script.write_text(read.model_dump_json())
+    with served(hostile_bench.phone) as api:
         completion = api.client().chat.completions.create(
             model="hearth-home", messages=[{"role": "user", "content": "what does it say?"}]
         )
