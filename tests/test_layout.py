@@ -188,3 +188,17 @@ def test_every_planner_input_builder_is_found_where_the_scan_expects_it(name: st
         if called == name
     }
     assert found and found <= set(PLANNER_INPUT[name]), found
+
+
+def test_the_service_only_puts_the_home_together() -> None:
+    """`Service` is the composition root: it opens a home, its link and executors; asking,
+    completing and reporting are the core's own modules (`ask`, `completion`, `reports`),
+    so a door never reaches a request's work through the service."""
+    tree = ast.parse((ROOT / "companion" / "service.py").read_text())
+    service = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Service")
+    methods = {
+        n.name
+        for n in service.body
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and not n.name.startswith("__")
+    }
+    assert methods == {"open", "peer_id", "paired", "executor", "resume", "_warm", "link_to_home"}
