@@ -32,12 +32,12 @@ friend's planner plans.
 
 A contact the request *names*: the contact's full name, or its first name (of
 `MIN_CHARS` letters or more), when no other contact has that full or first name
-(compared NFKC-folded and case-folded: "ALICE EXAMPLE" and a full-width "Alice" share it), is
-*said* in the request. Said means an occurrence that is
+(compared NFKC-folded and case-folded: "ALICE EXAMPLE" and a full-width "Alice" share
+it), is *said* in the request. Said means an occurrence that is
 
-- the name exactly: NFC, the card's own case (a card named "text" is not said by
-  "Text" nor "Text" by "text"), runs of spaces in the card as one, and beginning with
-  an uppercase or titlecase letter; a name in a script without case is never said;
+- the name exactly: NFC, the card's own case ("text alice" says no "Alice"), runs of
+  spaces in the card as one, beginning with an uppercase or titlecase letter (a card
+  named "text" is never said; nor a name in a script without case);
 - whole words (runs of letters, marks and digits, an apostrophe or hyphen between two
   of them inside the word): from a word's start to a word's end or to a possessive
   "'s" ("Alice's" says Alice; "Brien" in "O'Brien", "Luc" in "Jean-Luc" and "Ann"
@@ -62,7 +62,10 @@ That contact's phone numbers and e-mail addresses, as the phone's own contacts h
 them, count as the user's words ("text Alice": Alice's number). Every rule fails safe:
 a contact the request does name but that these rules miss costs one confirmation; a
 card that anyone can have imported ("Text", "May", "Paris", "Alice" beside the owner's
-"Alice Example") would otherwise lend its number the user's authority.
+"Alice Example") would otherwise lend its number the user's authority. What these rules
+cannot tell is a capitalised word used mid-sentence for something other than a person
+that none of them covers (a company, a product, a place after "to"): a card named so is
+still said.
 """
 
 from __future__ import annotations
