@@ -263,8 +263,8 @@ def test_a_resident_companion_keeps_its_search_stream_to_the_first_hop(swarm) ->
                 with trio.fail_after(60):
                     result = await peer_search(service, "relay connection")
                 assert result.results[0].title == "Hearth relays"
-                assert service._search_streams is not None
-                opened.append(service._search_streams.opened)
+                assert service.link is not None
+                opened.append(service.search_streams.on(service.link).opened)
             return opened
 
     assert trio.run(main) == [1, 1, 1]
