@@ -5,7 +5,7 @@ OpenAI-compatible servers people run, in one run.
 
 References: llama.cpp's server (`llama-server`, embedded by xllamacpp) and llama-cpp-python's
 server, both serving the phone's tiny Q4 GGUF, asked the same prompt with the same token
-limit. Figures (medians of `--runs`, alternating sides every run):
+limit and sampling (seeded). Figures (medians of `--runs`, alternating sides every run):
 1. `hearth ask` process start → first streamed token (thin client, companion running), against
    a fresh Python process streaming the request from each server with httpx;
 2. warm local answer: API request → first token (`hearth-local`, streamed), against the
@@ -55,6 +55,10 @@ from system import first_token_s, rss_kb  # noqa: E402
 
 PROMPT = "note milk"
 MAX_TOKENS = 64
+# Sampled, not greedy: greedily, the tiny random-weight model answers only control characters
+# (which Hearth shows no one), so no side would stream a first token. Same seed and
+# temperature on every side: each streams visible text from its first token on.
+SAMPLING = {"temperature": 1.0, "seed": 7}
 SERVERS = ("llama-server", "llama-cpp-python")
 ENV = {**os.environ, "HEARTH_NO_MDNS": "1"}  # loopback only
 
@@ -67,7 +71,7 @@ def body(model: str) -> dict[str, Any]:
         "messages": [{"role": "user", "content": PROMPT}],
         "stream": True,
         "max_tokens": MAX_TOKENS,
-        "temperature": 0,
+        **SAMPLING,
         "tool_choice": "none",
     }
 
@@ -86,7 +90,7 @@ import json, sys, time
 t0 = float(sys.argv[2])
 import httpx
 body = {{"messages": [{{"role": "user", "content": {PROMPT!r}}}], "stream": True,
-        "max_tokens": {MAX_TOKENS}, "temperature": 0, "tool_choice": "none"}}
+        "max_tokens": {MAX_TOKENS}, **{SAMPLING!r}, "tool_choice": "none"}}
 with httpx.stream("POST", sys.argv[1] + "/v1/chat/completions", json=body, timeout=120) as r:
     for line in r.iter_lines():
         if line.startswith("data: {{"):
