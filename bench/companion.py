@@ -15,7 +15,10 @@ limit and sampling (seeded). Figures (medians of `--runs`, alternating sides eve
    process start excluded) on a second phone paired to the same node;
 4. failover: node killed → `hearth ask --route auto` answered locally, against `hearth ask
    --route local`, both through the companion;
-5. idle RSS of `hearth serve` with the Q4 model loaded (after the asks) against each server's.
+5. idle RSS of `hearth serve` with the Q4 model loaded (after the asks) against each server's;
+6. CPU per request beyond the model's own decode, per route: the process CPU of the companion
+   (local) or of the companion and the node (remote) over twice `--runs` streamed API answers,
+   less the process CPU inside `llama_decode` (both run under `bench/decode_timed.py`).
 The load average (1 min) is recorded with every figure: the machine may be shared.
 """
 
@@ -34,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 from hearth.companion.swarmkit import (
     Processes,
@@ -89,6 +93,7 @@ COLD_CLIENT = f"""
 import json, sys, time
 t0 = float(sys.argv[2])
 import httpx
+import psutil
 body = {{"messages": [{{"role": "user", "content": {PROMPT!r}}}], "stream": True,
         "max_tokens": {MAX_TOKENS}, **{SAMPLING!r}, "tool_choice": "none"}}
 with httpx.stream("POST", sys.argv[1] + "/v1/chat/completions", json=body, timeout=120) as r:
@@ -126,6 +131,27 @@ def ref_cold_s(url: str) -> float:
         check=True,
     )
     return float(out.stdout.strip())
+
+
+def decode_cpu_s(proc: subprocess.Popen[str], decode_file: Path) -> float:
+    """CPU seconds `proc` (run under bench/decode_timed.py) spent in llama_decode so far."""
+    decode_file.unlink(missing_ok=True)
+    os.kill(proc.pid, signal.SIGUSR1)
+    deadline = time.monotonic() + 30
+    while not decode_file.exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"process {proc.pid} did not report its decode time")
+        time.sleep(0.01)
+    return float(decode_file.read_text())
+
+
+def beyond_decode_s(procs: dict[subprocess.Popen[str], Path]) -> float:
+    """CPU seconds these processes spent so far, less their time inside llama_decode."""
+    total = 0.0
+    for proc, decode_file in procs.items():
+        times = psutil.Process(proc.pid).cpu_times()
+        total += times.user + times.system - decode_cpu_s(proc, decode_file)
+    return total
 
 
 def whole_command_s(*args: str) -> float:
@@ -168,12 +194,19 @@ def main() -> None:
             for kind in SERVERS:
                 proc, port = start_reference(kind, q4)
                 servers[kind] = (proc, f"http://127.0.0.1:{port}")
-            node = start_node(processes, root / "node", "--model", str(bf16))
+            timed = {name: root / f"{name}.decode" for name in ("node", "companion")}
+
+            def decode_timed(name: str) -> tuple[str, ...]:
+                return (sys.executable, str(HERE / "decode_timed.py"), str(timed[name]))
+
+            node = start_node(
+                processes, root / "node", "--model", str(bf16), prefix=decode_timed("node")
+            )
             phone, other = root / "phone", root / "other"
             for home in (phone, other):
                 init_phone(home, q4)
                 pair(home, node.invite())
-            companion = start_companion(processes, phone)
+            companion = start_companion(processes, phone, prefix=decode_timed("companion"))
             api = str(companion.ready["api"])
             token = (phone / "api.token").read_text().strip()
             ask = ("ask", PROMPT, "--tool-choice", "none", "--yes", "--json", "--home")
@@ -235,6 +268,23 @@ def main() -> None:
                     **figure(remote, "companion API (hearth-home, kept link)", "ms"),
                     "servers, whole local answer (ms)": {k: stats(v) for k, v in whole.items()},
                 }
+
+                beyond: dict[str, Any] = {"unit": "ms", "requests": 2 * args.runs}
+                for route, model, procs in (
+                    ("local (hearth-local)", "hearth-local", {companion.proc: timed["companion"]}),
+                    (
+                        "remote (hearth-home)",
+                        "hearth-home",
+                        {companion.proc: timed["companion"], node.proc: timed["node"]},
+                    ),
+                ):
+                    before = beyond_decode_s(procs)
+                    for _ in range(2 * args.runs):
+                        streamed(hearth, api, model)
+                    spent = beyond_decode_s(procs) - before
+                    beyond[route] = spent / (2 * args.runs) * 1000
+                beyond["load_1min"] = round(os.getloadavg()[0], 2)
+                report["CPU per request beyond the model's decode"] = beyond
 
                 time.sleep(2)  # idle
                 rss = {"hearth serve": rss_kb(companion.proc.pid) / 1024}
