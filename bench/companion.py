@@ -7,7 +7,9 @@ References: llama.cpp's server (`llama-server`, embedded by xllamacpp) and llama
 server, both serving the phone's tiny Q4 GGUF, asked the same prompt with the same token
 limit and sampling (seeded). Figures (medians of `--runs`, alternating sides every run):
 1. `hearth ask` process start → first streamed token (thin client, companion running), against
-   a fresh Python process streaming the request from each server with httpx;
+   a fresh Python process streaming the request from each server with httpx. `hearth ask`
+   samples greedily (it has no sampling option) and streams nothing on a pipe: its figure
+   is the whole command, to its exit, which only counts against Hearth;
 2. warm local answer: API request → first token (`hearth-local`, streamed), against the
    servers answering on a kept connection;
 3. remote answer through the API over the kept link (`hearth-home`, whole answer), against the

@@ -91,13 +91,14 @@ def served_ask(args: argparse.Namespace) -> bool:
     )
     configure_logging()
     with reporting(args.as_json):
-        connection = connect(home)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if held():  # a Ctrl-C while this loaded
+            raise KeyboardInterrupt
+        connection = connect(home)  # a Ctrl-C while a stuck companion is awaited: 130
         if connection is None:
-            return False  # Ctrl-C stays held for the command line
+            hold()  # again, while the command line loads
+            return False
         with connection, StreamingAnswer() as view:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            if held():  # a Ctrl-C while this loaded
-                raise KeyboardInterrupt
             payload = connection.ask(fields, view)
         finish(payload, args.as_json)
     return True

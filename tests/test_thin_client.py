@@ -176,3 +176,35 @@ def test_a_companion_that_hangs_up_mid_answer_is_unreachable(home) -> None:
         companion.close()
     assert json.loads(out.stdout)["error"]["code"] == "unreachable", out.stdout
     assert out.returncode == 3
+
+
+@pytest.mark.timing
+def test_ctrl_c_while_a_stuck_companion_is_awaited_exits_130(home) -> None:
+    """A companion that accepts and never greets is waited for at most 10 s; a Ctrl-C in
+    that wait ends the command at once, as cancelled."""
+    import os
+    import signal
+    import time
+
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(home / "companion.sock"))
+    listener.listen(1)
+    listener.settimeout(60)
+    proc = subprocess.Popen(
+        [str(BIN / "hearth"), "ask", "hi", "--json", "--home", str(home)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        client, _ = listener.accept()  # connected: the command waits for a greeting
+        with client:
+            time.sleep(0.5)
+            os.kill(proc.pid, signal.SIGINT)
+            out, err = proc.communicate(timeout=5)  # well before the 10 s greeting bound
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        listener.close()
+    assert proc.returncode == 130, err
+    assert json.loads(out)["error"]["code"] == "cancelled"
+    assert "Traceback" not in err
