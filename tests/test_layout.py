@@ -18,9 +18,10 @@ PACKAGES = ("protocol", "companion", "node", "search")
 
 # Each door, by the modules it is made of: a door's modules may import one another and the
 # core, never another door's. The command line reaches a running companion through its
-# thin client (`client`), which speaks companion.sock's messages (`socket_messages`, core).
+# thin clients (`entry` and `thin` for a served `hearth ask` before the command line loads,
+# `client` for the rest), which speak companion.sock's messages (`socket_messages`, core).
 DOORS = {
-    "command line": ("cli", "chat", "terminal", "client", "demo"),
+    "command line": ("cli", "entry", "thin", "streaming", "chat", "terminal", "client", "demo"),
     "companion.sock server": ("socket_server",),
     "HTTP API": ("api",),
     "Python API": ("sdk",),
