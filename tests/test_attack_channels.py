@@ -15,7 +15,7 @@ from .hostile.harness import SuitePhone
 from .hostile.suites import SUITES
 from .test_attack_suite import MODES, _table
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.hostile, pytest.mark.timeout(900)]
 
 
 def test_no_goal_is_reached_through_history_documents_or_an_apps_messages(

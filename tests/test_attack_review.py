@@ -23,6 +23,8 @@ from .hostile.suites import INJECTION, SUITES
 from .phone_kit import make_plan
 from .test_precise_labels import ALICE, ATTACKER, READ_WEB, events, phone, rounds, select, sent
 
+pytestmark = pytest.mark.hostile
+
 
 def test_a_second_contact_with_the_same_name_is_no_intent(tmp_path) -> None:
     """Two contacts named "Alice Example" (one imported from an attacker's vCard): the

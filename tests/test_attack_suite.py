@@ -20,7 +20,7 @@ import pytest
 from .hostile.harness import Bench, Run, SuitePhone
 from .hostile.suites import SUITES, Case, injection_cases
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.hostile, pytest.mark.timeout(900)]
 MODES = {"--yes": True, "--no": False}
 # channels whose sessions read untrusted input before the answer (its sources are named)
 READS_UNTRUSTED = {"web": True, "file": True, "message": True, "mcp": True, "app": True}
