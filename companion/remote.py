@@ -28,7 +28,7 @@ from hearth.protocol.wire.roster import Role
 from .documents import DocumentProgress
 from .egress import Destination
 from .events import TokenEvent
-from .executor import SessionState
+from .executor import SessionState, read_by_node
 from .friends import FriendPlanner, named
 from .labels import Labels
 from .link import KEEPALIVE_BOUND_S, NodeLink
@@ -154,6 +154,8 @@ async def answer_remotely(
 
     session = await plan_session(link, turn, request, run, friend, documents_sent)
     outcome = session.outcome
+    # what the session read, and what the node read itself before it answered
+    read_all = session.tainted_by | read_by_node(outcome.final.untrusted_inputs)
     return Answered(
         route=route,
         answer=outcome.final.answer,
@@ -166,7 +168,7 @@ async def answer_remotely(
             None if outcome.first_token_s is None else round(outcome.first_token_s * 1000, 1)
         ),
         input=start,
-        labels=read | Labels(untrusted=session.tainted_by),
+        labels=read | Labels(untrusted=read_all),
         steps=tuple(steps.items()),
-        untrusted_sources=frozenset(sources),
+        untrusted_sources=frozenset(sources | read_all),
     )

@@ -368,6 +368,7 @@ class _Session:
                         rounds=round_no - 1,
                         usage=usage,
                         finish="length" if parsed.truncated else "stop",
+                        untrusted_inputs=untrusted,
                     )
                 )
                 return

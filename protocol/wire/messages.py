@@ -228,6 +228,9 @@ class Final(Message):
     rounds: Annotated[int, Field(ge=0)] = 0
     usage: Usage | None = None  # every round's tokens, as the node's backend counted them
     finish: Literal["stop", "length"] = "stop"  # "length": the token limit cut the answer
+    untrusted_inputs: list[UntrustedInput] = Field(default_factory=list)
+    """What the node read itself before it answered (its own tools' results, the
+    documents): the answer was written after reading them (an older phone ignores it)."""
 
 
 class Cancel(Message):
