@@ -217,6 +217,9 @@ class Observations(Message):
     plan_id: Id
     round: Annotated[int, Field(ge=1)]
     results: list[Observation]
+    tools: list[ToolSpec] = Field(default_factory=list)
+    """Tools offered from the next round on, beside the request's: those what the rounds
+    so far showed point to (an older node ignores them)."""
 
 
 class Final(Message):
