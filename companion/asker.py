@@ -220,7 +220,8 @@ class Asker:
             egress=turn.executor.egress,
             documents_sent=sent,
         )
-        return await answer_remotely(link, turn, request, route, friend, sent)
+        n_ctx = model.n_ctx if model is not None else 0
+        return await answer_remotely(link, turn, request, route, friend, sent, n_ctx)
 
 
 def _follows(attempt: Attempt, previous: Outcome | None) -> bool:
