@@ -45,7 +45,7 @@ from hearth.protocol.wire.messages import Limits, Observation, Plan, PlanStep, U
 from .audit import AuditLog, AuditRecord, args_hash
 from .confirm import Confirmation, Confirmer
 from .egress import Destination, Egress, Policy, StepOutcome
-from .intent import Intent, free_text, named
+from .intent import Intent, free_text, is_address, named
 from .journal import Journal, SessionRecord
 from .labels import CLEAN, Labels
 from .tools.registry import BUILTIN, Registry, Tier, Tool, ToolContext
@@ -689,7 +689,8 @@ class Executor:
             by_name = {e["name"]: e for e in found.values()}  # `named`: names no one shares
             for name in named(state.request, [e["name"] for e in found.values()]):
                 entries |= {*by_name[name].get("phone", []), *by_name[name].get("email", [])}
-        state.intent = Intent(state.request, frozenset(e for e in entries if isinstance(e, str)))
+        addresses = frozenset(e for e in entries if isinstance(e, str) and is_address(e))
+        state.intent = Intent(state.request, addresses)
 
     async def _decide(
         self,

@@ -32,6 +32,9 @@ from .labels import CLEAN, Labels
 APP_TOOL_RESULT = "a tool result the app handed in"
 EARLIER_TURN = "an earlier turn"  # where a session read private history
 APP_ANSWER = "an answer the app handed in"
+APP_GIVEN = frozenset({APP_TOOL_RESULT, APP_ANSWER})
+"""What an app hands in that may quote the owner's data (the phone's earlier answers,
+the results of tools the app ran on it): a private read for the session that reads it."""
 CHARS_PER_TOKEN = 3  # schemas and text: counted long (real tokenizers give 3.5 to 4)
 TEMPLATE_TOKENS = 512  # the chat template, the tool-call format, the system prompt
 INERT = Inert()  # the common templates' markers: every model here is read through one
@@ -84,9 +87,11 @@ class Prompt:
         self, destination: Destination, documents_sent: list[bool] | None = None
     ) -> frozenset[str]:
         """Where `destination`'s planner reads private data in its input: an earlier turn
-        it may see whole, a document (`document:NAME`)."""
+        it may see whole, an answer or tool result an app hands in (`APP_GIVEN`: the
+        app's copy carries no labels), a document (`document:NAME`)."""
         history = self.history.get(destination, [])
         turns = {EARLIER_TURN for _, labels in history if labels.private}
+        turns |= {s for _, labels in history for s in labels.untrusted & APP_GIVEN}
         return frozenset(turns | {f"document:{d.name}" for d in self._sent(documents_sent)})
 
     def _sent(self, documents_sent: list[bool] | None) -> list[Document]:
