@@ -23,7 +23,7 @@ from hearth.protocol.model.inert import Inert
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import ChatMessage, DeviceContext, Limits, PlanRequest, ToolSpec
 
-from .conversations import KeptTurn, labelled_history
+from .conversations import REDACTED_TEXT, KeptTurn, labelled_history
 from .documents import Document, within_a_frame
 from .egress import Destination, Egress
 from .events import AskRequest
@@ -54,6 +54,16 @@ def given_labels(message: ChatMessage) -> Labels:
     if message.role == "assistant":
         return Labels(untrusted=frozenset({APP_ANSWER}))
     return CLEAN
+
+
+def given(message: ChatMessage, destination: Destination) -> tuple[ChatMessage, Labels]:
+    """A message an app keeps itself, as `destination`'s planner may read it: a friend's
+    reads a redaction marker for an answer or tool result (`APP_GIVEN`: they may quote
+    the owner's data, and the app's copy carries no labels that would say so)."""
+    labels = given_labels(message)
+    if destination is Destination.FRIEND and labels.untrusted & APP_GIVEN:
+        return message.model_copy(update={"content": REDACTED_TEXT}), labels
+    return message, labels
 
 
 @dataclass(frozen=True)
@@ -207,7 +217,7 @@ def build(
     history: dict[Destination, list[tuple[ChatMessage, Labels]]] = {}
     for destination in Destination:
         if request.history:
-            history[destination] = [(m, given_labels(m)) for m in request.history]
+            history[destination] = [given(m, destination) for m in request.history]
         else:
             history[destination] = labelled_history(
                 turns, egress, destination, max_turns=max_turns, max_chars=max_chars

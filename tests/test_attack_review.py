@@ -450,3 +450,59 @@ def test_a_node_that_hides_the_document_it_read_does_not_unlabel_its_answer(
     assert step.status == "refused"
     outbox = bench.phone / "data" / "outbox"
     assert not (outbox.exists() and list(outbox.iterdir()))
+
+
+@pytest.mark.timeout(600)
+def test_an_apps_resent_answer_does_not_reach_a_friends_planner(
+    processes, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The home is down and a friend plans (`friend_planners = "when-home-unreachable"`).
+    An app (the OpenAI API's client) resends its conversation: the phone's earlier
+    answer quoting the owner's bank note, and a tool result the app ran. The phone
+    cannot tell what they quote: the friend's plan request holds redaction markers,
+    never the note (the app's user's own messages still go)."""
+    import json
+
+    from hearth.protocol.transport.addressbook import AddressBook
+
+    from .hostile.harness import start_hostile
+    from .hostile.suites import PHONE_NOTES, SECRET
+    from .nodes import Phone, cli, init_phone, pair, start_node
+    from .phone_kit import Recorded, ask
+    from .test_friend_planner import sync_roster
+    from .test_swarm import subprocess_join
+
+    monkeypatch.setenv("HEARTH_NO_MDNS", "1")
+    home = start_node(processes, tmp_path / "home")
+    phone = tmp_path / "phone"
+    init_phone(phone)
+    pair(phone, home.invite())
+    invite = home.invite("--role", "friend", "--grant", "relay")
+    friend_id = json.loads(subprocess_join(tmp_path / "friend", invite))["peer_id"]
+    cli("hearth-node", "roster", "grant", friend_id, "planner", "--json", "--home", str(home.home))
+    sync_roster(Phone(phone), home)
+    home.proc.terminate()
+    home.proc.wait(timeout=30)
+    (phone / "policy.toml").write_text('friend_planners = "when-home-unreachable"\n')
+    script = tmp_path / "friend-script.json"
+    script.write_text(Script(rounds=[], answer="I cannot see that.").model_dump_json())
+    heard_at = tmp_path / "friend-heard.jsonl"
+    friend = start_hostile(processes, tmp_path / "friend", script, heard_at)
+    AddressBook(phone).remember(friend_id, friend.addrs)
+    note = PHONE_NOTES[0]["text"]
+    earlier = [
+        ChatMessage(role="user", content="what does my bank note say?"),
+        ChatMessage(role="assistant", content=f"Your note says {note}"),
+        ChatMessage(role="tool", tool_call_id="c1", content=json.dumps({"pin": "4921"})),
+    ]
+    out = ask(phone, AskRequest(text="and now?", route="remote", history=earlier), Recorded())
+    assert out.planner == friend_id
+    [request] = [
+        h
+        for h in map(json.loads, heard_at.read_text().splitlines())
+        if h["frame"] == "plan_request"
+    ]
+    said = json.dumps(request)
+    assert "what does my bank note say?" in said and "redacted" in said
+    for private in (SECRET, "4921"):
+        assert private not in said, private
