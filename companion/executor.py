@@ -139,11 +139,11 @@ class PlanRun:
 
     def wrote_after_private(self, gathered: Gathered, *, content: bool) -> bool:
         """Whether the planner wrote a value into the argument after it read private data,
-        other than the user's own words (for `content`, case folded): the value may be
-        that data."""
+        other than the user's own words (for `content`, case folded), or chose which part
+        of a result it holds (the position may spell that data)."""
         if not self.planned_private:
             return False
-        return any(
+        return gathered.choice or any(
             _carries(v) and not self.intent.says(v, content=content) for v in gathered.literals
         )
 

@@ -549,3 +549,38 @@ def test_a_page_cannot_make_a_tool_the_owner_keeps_home_be_offered(bench) -> Non
     assert "notes_search" in offered and "contacts_search" not in offered
     [searched] = [s for p in out.plans for s in p.steps if s.tool == "contacts_search"]
     assert searched.status == "refused"
+
+
+def test_which_headline_a_path_picks_after_a_private_read_is_asked(tmp_path) -> None:
+    """The planner reads the bank note (private), looks up the news (the user's words),
+    then looks up the headline at the position of the PIN's first digit, by a `$ref`
+    path: no literal, but the position is the planner's choice, made after it read the
+    PIN, as a path's choice counts after untrusted input: --yes does not cover it."""
+    executor, asked, data = phone(tmp_path)
+    (data.root / "notes.json").write_text('[{"id": "n1", "title": "Bank", "text": "PIN 4921"}]')
+    looked_up: list[str] = []
+
+    async def headlines(site: str, query: str) -> list[str]:
+        """The headlines a web site lists for a query."""
+        looked_up.append(query)
+        return [f"headline {i}" for i in range(10)]
+
+    executor.registry.add(
+        app_tool(
+            headlines,
+            tier=Tier.OPEN_WORLD_READ,
+            private=False,
+            control_args=["site"],
+            description=None,
+            annotations=None,
+            untrusted_results=None,
+        )
+    )
+    read = make_plan(("s1", "notes_search", {"query": "Bank"}, []))
+    pick = make_plan(
+        ("s1", "headlines", {"site": "news.example", "query": "the news"}, []),
+        ("s2", "headlines", {"site": "news.example", "query": {"$ref": "s1.result.4"}}, ["s1"]),
+    )
+    obs = rounds(executor, "Look up the news on news.example", read, pick)
+    assert obs[-1].status == "refused" and "query" in asked.asked[-1].tainted
+    assert looked_up == ["the news"]
