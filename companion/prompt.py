@@ -118,15 +118,18 @@ class Prompt:
         n_ctx: int,
         max_tokens: int,
         destination: Destination,
+        held: str = "",
     ) -> list[ToolSpec]:
         """`tools` cut to what fits the planner's context of `n_ctx` tokens (0: unknown,
-        none cut) beside the conversation and the answer's `max_tokens`: ranked for the
-        cut (those the request's words point to first), offered in the order given.
+        none cut) beside the conversation, what the planner `held` already (the results
+        of the rounds so far) and the answer's `max_tokens`: ranked for the cut (those
+        the request's words point to first), offered in the order given.
         `invalid_input`, naming the sizes, when the conversation alone does not fit, or a
         tool the request points to does not."""
         if n_ctx <= 0:
             return tools
         asked = sum(_tokens(m.content) for m in self.conversation(destination))
+        asked += _tokens(held) if held else 0
         used = asked + max_tokens + TEMPLATE_TOKENS
         if used > n_ctx:
             raise HearthError(

@@ -204,7 +204,8 @@ def more_tools(
     """The tools the request and what its rounds have `shown` the planner (the
     observations as it got them: nothing redacted points anywhere) point to, not
     `offered` yet, among those the owner lets out; within the planner's context beside
-    those offered. None when the request pointed to no tool (all were offered then)."""
+    those offered and what it was shown (a long page leaves room for none). None when the
+    request pointed to no tool (all were offered then)."""
     registry = turn.executor.registry
     allowed = set(registry.tools) - turn.executor.egress.policy.never_remote_tools
     selection = registry.candidates(turn.request.text, allowed, shown=shown)
@@ -220,6 +221,7 @@ def more_tools(
             n_ctx=n_ctx,
             max_tokens=request.limits.max_tokens,
             destination=destination,
+            held=shown,
         )
         return [t for t in fits if t.function.name not in offered]
     return []

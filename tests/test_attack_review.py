@@ -605,3 +605,40 @@ def test_a_card_named_like_the_company_a_request_reads_from_is_no_recipient(tmp_
     obs = rounds(executor, request, READ_WEB, plan)
     assert obs[-1].status == "refused" and "to" in asked.asked[-1].tainted
     assert sent(data) == []
+
+
+def test_tools_a_page_brings_are_offered_only_within_the_context_left(tmp_path) -> None:
+    """A result (a page, a note: anyone's text) long enough to fill most of the home's
+    context, and pointing to the calendar: the calendar's tools are offered only if they
+    fit beside the conversation, the answer and the results the planner already holds
+    (else the node's context overflows and the owner's task fails)."""
+    from hearth.companion.egress import Destination
+    from hearth.companion.prompt import CHARS_PER_TOKEN, TEMPLATE_TOKENS, build
+    from hearth.companion.remote import more_tools
+    from hearth.companion.turn import Turn
+    from hearth.protocol.wire.messages import Limits, PlanRequest
+
+    executor, _, _ = phone(tmp_path)
+    asked = AskRequest(text="what do my notes say about the dentist?", route="remote")
+    prompt = build(asked, [], [], executor.egress, text=asked.text, max_turns=0, max_chars=0)
+    turn = Turn(asked, "r1", discard, anyio.Event(), executor, prompt)
+    tools = executor.registry.specs({"notes_search", "notes_create"})
+    request = PlanRequest(
+        request_id="r1",
+        tools=tools,
+        conversation=prompt.conversation(Destination.HOME),
+        limits=Limits(max_tokens=256),
+    )
+
+    def tokens(text: str) -> int:
+        return len(text) // CHARS_PER_TOKEN + 1
+
+    used = sum(tokens(m.content) for m in request.conversation) + 256 + TEMPLATE_TOKENS
+    used += sum(tokens(t.model_dump_json()) for t in tools)
+    calendar = executor.registry.specs({"calendar_move", "calendar_list"})
+    n_ctx = used + sum(tokens(t.model_dump_json()) for t in calendar) + 400
+    shown = "move the event in my calendar to Friday " + "x" * (CHARS_PER_TOKEN * 2000)
+    offered = {t.function.name for t in tools}
+    more = more_tools(turn, request, offered, shown, n_ctx, Destination.HOME)
+    held = used + tokens(shown) + sum(tokens(t.model_dump_json()) for t in more)
+    assert held <= n_ctx or not more, [t.function.name for t in more]
