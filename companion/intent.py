@@ -40,8 +40,9 @@ it), is *said* in the request. Said means an occurrence that is
   named "text" is never said; nor a name in a script without case);
 - whole words (runs of letters, marks and digits, an apostrophe or hyphen between two
   of them inside the word): from a word's start to a word's end or to a possessive
-  "'s" ("Alice's" says Alice; "Brien" in "O'Brien", "Luc" in "Jean-Luc" and "Ann"
-  in "Annie" say no one);
+  "'s", where the words are a span as above ("Alice's" says Alice; "Brien" in
+  "O'Brien", "Luc" in "Jean-Luc", "Ann" in "Annie", "Alice" in "Alice.txt" or
+  "notes/Alice" say no one);
 - not the first word of a sentence: the request's or a line's start, after
   `.!?…:;` or an opening quote or bracket, where any word is capitalised (a card
   named "Text", "Will" or "Please" is not said by "Text Alice…", "Will you…",
@@ -242,6 +243,8 @@ def _said_at(text: str, ws: list[Word], start: int, end: int) -> bool:
     )
     if first is None or last is None or _opens_sentence(text, start):
         return False
+    if not (_starts_token(text, start) and _ends_token(text, ws[last].end)):
+        return False  # inside a path, an address or a file's name: "Alice.txt", "x/Alice"
     if first > 0 and _next_to(text, ws[first - 1].end, start):
         before = ws[first - 1]
         if (

@@ -6,8 +6,10 @@ was read, under --yes: the planner's recipient must be refused, nothing sent."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from hearth.companion.intent import Intent, named
+from hearth.companion.intent import Intent, is_span, named
 from hearth.companion.negation import negates
 
 from .phone_kit import make_plan
@@ -118,6 +120,7 @@ CARDS = ["Alice Example", "Bob Builder", "Mom", "Johann Strauß", "Jean-Luc Pica
         ("text Alice 2 things", set()),  # a date's number next to it
         ("lunch at Mom's work", set()),  # a place
         ("text Luc and Johann Strauss", set()),  # a part of a word; another spelling
+        ("Read Alice.txt and notes/Bob, mail Mom@home", set()),  # names of files, addresses
     ],
 )
 def test_what_names_a_contact(request_, names) -> None:
@@ -154,3 +157,32 @@ def test_folded_or_shared_names_name_no_imported_card(request_, names) -> None:
 )
 def test_negation_cues(request_, negated) -> None:
     assert negates(request_) is negated
+
+
+WORDS = st.sampled_from(
+    [
+        *("Text", "text", "Alice", "alice", "Alice's", "Bob", "May", "3", "not", "I'm"),
+        *("O'Brien", "Brien", "in", "Paris", ",", ".", '"', "Mom's", "work", "Example"),
+        *("\n", "\uff22ob", "Alice.txt"),
+    ]
+)
+REQUESTS = st.lists(WORDS, max_size=12).map(" ".join)
+NAMES = st.lists(
+    st.lists(WORDS.filter(str.strip), min_size=1, max_size=2).map(" ".join), max_size=4
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(REQUESTS, NAMES, NAMES)
+def test_an_imported_card_never_makes_the_request_name_another(request_, owners, imported):
+    """Whatever cards are added, the contacts named beside them are a subset of those
+    named before; every contact named has its full or first name as a span of the
+    request; a request with a negation cue names no one."""
+    before = named(request_, owners)
+    after = named(request_, owners + imported)
+    assert after - set(imported) <= before
+    for name in after:
+        forms = {name, name.split()[0]}
+        assert any(is_span(form, request_) for form in forms)
+    if negates(request_):
+        assert after == set()
