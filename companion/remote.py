@@ -173,8 +173,11 @@ async def answer_remotely(
 
     session = await plan_session(link, turn, request, run, friend, documents_sent, offer)
     outcome = session.outcome
-    # what the session read, and what the node read itself before it answered
+    # what the session read, and what the node read itself before it answered; a
+    # friend's answer is its model's text, whatever it says it read
     read_all = session.tainted_by | read_by_node(outcome.final.untrusted_inputs)
+    if friend is not None:
+        read_all |= {f"the answer of friend {named(friend)}"}
     return Answered(
         route=route,
         answer=outcome.final.answer,
