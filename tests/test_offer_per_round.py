@@ -76,6 +76,33 @@ def test_the_phone_offers_the_tools_a_rounds_results_point_to(bench: Bench) -> N
     assert not names(second["tools"]) & (at_first | offered)
 
 
+def test_the_request_offers_the_tools_its_earlier_turns_point_to(bench: Bench) -> None:
+    """Turn 1 read the dentist note (the home may read it); turn 2 (`--continue`) asks
+    about the notes again: its plan request offers the calendar's tools the note speaks
+    of, from the start. Redacted, the same turn points to nothing."""
+    (data := bench.phone / "data").mkdir(exist_ok=True)
+    (data / "notes.json").write_text(json.dumps([DENTIST]))
+
+    def second_request() -> set[str]:
+        """The tools turn 2's plan request offered, after turn 1 read the note."""
+        read = Script(rounds=[Round(steps=[step("s1", "notes_search", query="dentist")])])
+        bench.script.write_text(read.model_dump_json())
+        ask(bench.phone, AskRequest(text="check my notes", route="remote"), Recorded())
+        bench.script.write_text(Script(rounds=[], answer="Nothing new.").model_dump_json())
+        offset = bench.heard.stat().st_size
+        again = AskRequest(text="search my notes again", route="remote", continue_last=True)
+        ask(bench.phone, again, Recorded())
+        with bench.heard.open() as log:
+            log.seek(offset)
+            [request] = [json.loads(line) for line in log.read().splitlines()]
+        return {t["function"]["name"] for t in request["tools"]}
+
+    assert "calendar_move" not in second_request()
+    (bench.phone / "policy.toml").write_text("private_to_home = true\n")
+    offered = second_request()
+    assert {"notes_search", "calendar_move"} <= offered
+
+
 def test_the_node_plans_with_the_tools_a_round_offers() -> None:
     """The request offers notes_create; round 1's observations offer calendar_move (and
     a notes_create of another schema): the node's round 2 may call calendar_move (its
