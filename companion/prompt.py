@@ -14,6 +14,7 @@ phone's own, the home's or a friend's.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from functools import reduce
 
@@ -25,7 +26,7 @@ from hearth.protocol.wire.messages import ChatMessage, DeviceContext, Limits, Pl
 
 from .conversations import REDACTED_TEXT, KeptTurn, labelled_history
 from .documents import Document, within_a_frame
-from .egress import Destination, Egress
+from .egress import REDACTED, REDACTED_ERROR, Destination, Egress
 from .events import AskRequest
 from .labels import CLEAN, Labels
 
@@ -38,6 +39,7 @@ the results of tools the app ran on it): a private read for the session that rea
 CHARS_PER_TOKEN = 3  # schemas and text: counted long (real tokenizers give 3.5 to 4)
 TEMPLATE_TOKENS = 512  # the chat template, the tool-call format, the system prompt
 INERT = Inert()  # the common templates' markers: every model here is read through one
+REDACTED_JSON = json.dumps(REDACTED)  # a redacted result, as history shows it
 
 
 def document_labels(document: Document) -> Labels:
@@ -103,6 +105,17 @@ class Prompt:
         turns = {EARLIER_TURN for _, labels in history if labels.private}
         turns |= {s for _, labels in history for s in labels.untrusted & APP_GIVEN}
         return frozenset(turns | {f"document:{d.name}" for d in self._sent(documents_sent)})
+
+    def shown(self, destination: Destination, documents_sent: list[bool] | None = None) -> str:
+        """What `destination`'s planner is shown beside the request (the earlier messages,
+        newest first, and the documents sent): what the tools it is offered are chosen
+        from too. A redaction points to no tool."""
+        earlier = [
+            m.content
+            for m, _ in reversed(self.history.get(destination, []))
+            if REDACTED_ERROR not in m.content and m.content != REDACTED_JSON
+        ]
+        return "\n".join([*earlier, *(d.text for d in self._sent(documents_sent))])
 
     def _sent(self, documents_sent: list[bool] | None) -> list[Document]:
         """The documents that go to the planner (`None`: all, as on the phone)."""

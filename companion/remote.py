@@ -30,7 +30,7 @@ from hearth.protocol.wire.messages import Observation, Plan, PlanRequest, Token,
 from hearth.protocol.wire.roster import Role
 
 from .documents import DocumentProgress
-from .egress import Destination
+from .egress import REDACTED, REDACTED_ERROR, Destination
 from .events import TokenEvent
 from .executor import SessionState, read_by_node
 from .friends import FriendPlanner, named
@@ -166,7 +166,8 @@ async def answer_remotely(
 
     def offer(observations: list[Observation]) -> list[ToolSpec]:
         said = [o.result if o.status == "ok" else o.error for o in observations]
-        shown.insert(0, json.dumps(said, ensure_ascii=False))  # the newest first
+        told = [x for x in said if x not in (REDACTED, REDACTED_ERROR)]  # they point nowhere
+        shown.insert(0, json.dumps(told, ensure_ascii=False))  # the newest first
         more = more_tools(turn, request, offered, " ".join(shown), n_ctx, where)
         offered.update(t.function.name for t in more)
         return more

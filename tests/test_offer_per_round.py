@@ -37,7 +37,8 @@ MOVE = ToolSpec(
 def test_the_phone_offers_the_tools_a_rounds_results_point_to(bench: Bench) -> None:
     """Asked about a note, the request offers the notes' tools; the note read in round 1
     speaks of moving a calendar event: round 1's observations offer the calendar's tools
-    (once), and round 2's calendar step runs."""
+    (once), and round 2's calendar step runs. A note the home may not read (redacted:
+    `private_to_home = false`) points to nothing."""
     (data := bench.phone / "data").mkdir(exist_ok=True)
     (data / "notes.json").write_text(json.dumps([DENTIST]))
     script = Script(
@@ -48,20 +49,58 @@ def test_the_phone_offers_the_tools_a_rounds_results_point_to(bench: Bench) -> N
         answer="Your dentist moved the appointment.",
     )
     bench.script.write_text(script.model_dump_json())
-    out = ask(
-        bench.phone,
-        AskRequest(text="what do my notes say about the dentist?", route="remote"),
-        Recorded(),
-    )
-    assert [s.status for p in out.plans for s in p.steps] == ["ok", "ok"]
-    heard = [json.loads(line) for line in bench.heard.read_text().splitlines()]
+
+    def asked() -> list[dict]:  # type: ignore[type-arg]
+        """The frames the home heard for one ask."""
+        offset = bench.heard.stat().st_size if bench.heard.exists() else 0
+        request = AskRequest(text="what do my notes say about the dentist?", route="remote")
+        out = ask(bench.phone, request, Recorded())
+        assert [s.status for p in out.plans for s in p.steps] == ["ok", "ok"]
+        with bench.heard.open() as log:
+            log.seek(offset)
+            return [json.loads(line) for line in log.read().splitlines()]
+
+    def names(tools: list[dict]) -> set[str]:  # type: ignore[type-arg]
+        return {t["function"]["name"] for t in tools}
+
+    redacted = asked()
+    assert [names(h["tools"]) for h in redacted if h["frame"] == "observations"] == [set(), set()]
+
+    (bench.phone / "policy.toml").write_text("private_to_home = true\n")
+    heard = asked()
     [request] = [h for h in heard if h["frame"] == "plan_request"]
     first, second = [h for h in heard if h["frame"] == "observations"]
-    asked = {t["function"]["name"] for t in request["tools"]}
-    offered = {t["function"]["name"] for t in first["tools"]}
-    assert "notes_search" in asked and "calendar_move" not in asked
-    assert "calendar_move" in offered and not offered & asked
-    assert not {t["function"]["name"] for t in second["tools"]} & (asked | offered)
+    at_first, offered = names(request["tools"]), names(first["tools"])
+    assert "notes_search" in at_first and "calendar_move" not in at_first
+    assert "calendar_move" in offered and not offered & at_first
+    assert not names(second["tools"]) & (at_first | offered)
+
+
+def test_the_request_offers_the_tools_its_earlier_turns_point_to(bench: Bench) -> None:
+    """Turn 1 read the dentist note (the home may read it); turn 2 (`--continue`) asks
+    about the notes again: its plan request offers the calendar's tools the note speaks
+    of, from the start. Redacted, the same turn points to nothing."""
+    (data := bench.phone / "data").mkdir(exist_ok=True)
+    (data / "notes.json").write_text(json.dumps([DENTIST]))
+
+    def second_request() -> set[str]:
+        """The tools turn 2's plan request offered, after turn 1 read the note."""
+        read = Script(rounds=[Round(steps=[step("s1", "notes_search", query="dentist")])])
+        bench.script.write_text(read.model_dump_json())
+        ask(bench.phone, AskRequest(text="check my notes", route="remote"), Recorded())
+        bench.script.write_text(Script(rounds=[], answer="Nothing new.").model_dump_json())
+        offset = bench.heard.stat().st_size
+        again = AskRequest(text="search my notes again", route="remote", continue_last=True)
+        ask(bench.phone, again, Recorded())
+        with bench.heard.open() as log:
+            log.seek(offset)
+            [request] = [json.loads(line) for line in log.read().splitlines()]
+        return {t["function"]["name"] for t in request["tools"]}
+
+    assert "calendar_move" not in second_request()
+    (bench.phone / "policy.toml").write_text("private_to_home = true\n")
+    offered = second_request()
+    assert {"notes_search", "calendar_move"} <= offered
 
 
 def test_the_node_plans_with_the_tools_a_round_offers() -> None:
