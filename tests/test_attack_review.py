@@ -699,3 +699,31 @@ def test_tools_a_page_brings_are_offered_only_within_the_context_left(tmp_path) 
     more = more_tools(turn, request, offered, shown, n_ctx, Destination.HOME)
     held = used + tokens(shown) + sum(tokens(t.model_dump_json()) for t in more)
     assert held <= n_ctx or not more, [t.function.name for t in more]
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.xfail(
+    strict=True,
+    reason="a node's Final (and Plan) may name any number of untrusted inputs of any "
+    "length: they are kept with the turn and with every later turn's labels, and fill the "
+    "answer's sources; fix: bound UntrustedInput.source (say 512 characters) and the lists "
+    "(say 64) in protocol/wire/messages.py, or keep one 'and N more' source on the phone",
+)
+def test_a_friend_cannot_flood_an_answers_sources(
+    processes, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The friend's node answers saying it read 3000 web pages: the answer's sources (and
+    the labels kept with the turn) stay a readable handful."""
+    from hearth.protocol.wire.messages import UntrustedInput
+
+    bench = _friend_bench(processes, tmp_path, monkeypatch)
+    flood = [
+        UntrustedInput(
+            tool="web_search", source=f"https://e{i}.example/{'x' * 200}", digest=bytes(32)
+        )
+        for i in range(3000)
+    ]
+    bench.script.write_text(Script(rounds=[], answer="Done.", read=flood).model_dump_json())
+    out = _ask_of(bench.phone, AskRequest(text="any news?", route="remote"), Recorded())
+    assert out.planner == bench.friend_id
+    assert len(out.untrusted_sources) <= 64, len(out.untrusted_sources)
