@@ -5,21 +5,24 @@ that can go silent, and the phone's `NodeLink`."""
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import itertools
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 import trio
 from libp2p.abc import INetStream
 from libp2p.custom_types import TProtocol
+from libp2p.io.trio import TrioTCPStream
 from libp2p.peer.id import ID
 
 from hearth.companion.audit import AuditLog
 from hearth.companion.link import NodeLink
 from hearth.protocol.transport import host as host_module
 from hearth.protocol.transport.addressbook import AddressBook
-from hearth.protocol.transport.health import HEALTH_PROTOCOL
+from hearth.protocol.transport.health import HEALTH_PROTOCOL, ask_health
 from hearth.protocol.transport.host import HearthHost, host_for_home
 from hearth.protocol.transport.keys import create_identity
 from hearth.protocol.transport.membership import RosterHolder, found_swarm
@@ -224,3 +227,78 @@ async def circuit_first(tmp_path: Path) -> None:
                 await phone.connect(home_id, [circuit, lan], timeout=60)
             assert phone.worked[home_id] == circuit
         nursery.cancel_scope.cancel()
+
+
+class PhoneSockets:
+    """The phone's TCP sockets (those opened while `watching`): the order of its
+    writes and of its reads that returned data."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.log: list[str] = []
+        self._mine: contextvars.ContextVar[bool] = contextvars.ContextVar("mine", default=False)
+        init, read, write = TrioTCPStream.__init__, TrioTCPStream.read, TrioTCPStream.write
+        sockets = self
+
+        def tagged_init(stream: TrioTCPStream, *args: object) -> None:
+            init(stream, *args)  # type: ignore[arg-type]
+            stream.phone = sockets._mine.get()  # type: ignore[attr-defined]
+
+        async def logged_read(stream: TrioTCPStream, n: int | None = None) -> bytes:
+            data = await read(stream, n)
+            if data and getattr(stream, "phone", False):
+                sockets.log.append("read")
+            return data
+
+        async def logged_write(stream: TrioTCPStream, data: bytes) -> None:
+            if getattr(stream, "phone", False):
+                sockets.log.append("write")
+            await write(stream, data)
+
+        monkeypatch.setattr(TrioTCPStream, "__init__", tagged_init)
+        monkeypatch.setattr(TrioTCPStream, "read", logged_read)
+        monkeypatch.setattr(TrioTCPStream, "write", logged_write)
+
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[None]:
+        token = self._mine.set(True)
+        try:
+            yield
+        finally:
+            self._mine.reset(token)
+
+    def waits(self) -> int:
+        """How often the phone read after writing: its round trips, at most."""
+        return sum(1 for pair in itertools.pairwise(self.log) if pair == ("write", "read"))
+
+
+def test_a_relayed_reconnect_takes_few_round_trips(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over a kept relay connection, reaching home again and a first exchange: HOP
+    CONNECT, Noise's first message, Yamux and the first request each go with their
+    protocol's proposal (optimistic multistream-select), and the circuit's streams
+    send no WINDOW_UPDATE per read. Counted on the phone's socket: 4-5 switches from
+    writing to reading (24-29 before), its writes 8 (42-49 before)."""
+    sockets = PhoneSockets(monkeypatch)
+    counts = trio.run(relayed_reconnect, tmp_path, sockets)
+    assert max(waits for waits, _ in counts) <= 8
+    assert max(writes for _, writes in counts) <= 14
+
+
+async def relayed_reconnect(tmp_path: Path, sockets: PhoneSockets) -> list[tuple[int, int]]:
+    counts = []
+    async with relayed_home(tmp_path) as (homes, relay, circuit):
+        home_id = RosterHolder(homes["phone"]).roster.founder
+        phone = host_for_home(homes["phone"]).host
+        async with phone.run([]):
+            with sockets.watching():
+                await ask_health(phone, home_id, [circuit], timeout=30)
+            for _ in range(3):
+                await phone.disconnect(home_id)
+                await trio.sleep(0.2)
+                sockets.log.clear()
+                with sockets.watching():
+                    await ask_health(phone, home_id, [circuit], timeout=30)
+                assert phone.connected(relay.peer_id)
+                counts.append((sockets.waits(), sockets.log.count("write")))
+    return counts
