@@ -22,6 +22,7 @@ from hearth.companion.audit import AuditLog
 from hearth.companion.link import NodeLink
 from hearth.protocol.transport import host as host_module
 from hearth.protocol.transport.addressbook import AddressBook
+from hearth.protocol.transport.circuits import is_circuit
 from hearth.protocol.transport.health import HEALTH_PROTOCOL, ask_health
 from hearth.protocol.transport.host import HearthHost, host_for_home
 from hearth.protocol.transport.keys import create_identity
@@ -53,10 +54,12 @@ def lay_out(tmp: Path) -> dict[str, Path]:
     return homes
 
 
-def serve_health(host: HearthHost) -> None:
+def serve_health(host: HearthHost, addrs: list[str] | None = None) -> None:
+    """Health answers, telling `addrs` (as they are when asked) as the home's addresses."""
+
     async def health(stream: FrameStream) -> None:
         if isinstance(await stream.receive(), HealthRequest):
-            await stream.send(Health(peer_id=host.peer_id, name="home"))
+            await stream.send(Health(peer_id=host.peer_id, name="home", addrs=addrs or []))
 
     host.handle(HEALTH_PROTOCOL, health)
 
@@ -95,12 +98,16 @@ class SilenceableProxy:
 
 
 @contextlib.asynccontextmanager
-async def relayed_home(tmp: Path) -> AsyncIterator[tuple[dict[str, Path], HearthHost, str]]:
+async def relayed_home(
+    tmp: Path, advertise: bool = False
+) -> AsyncIterator[tuple[dict[str, Path], HearthHost, str]]:
     """Home and relay running, the home's slot reserved; yields the homes, the relay
-    host and the circuit address to the home."""
+    host and the circuit address to the home (with `advertise`, the home's health
+    answer tells its addresses, the circuit included)."""
     homes = lay_out(tmp)
     home, relay = host_for_home(homes["home"]).host, host_for_home(homes["relay"]).host
-    serve_health(home)
+    advertised: list[str] = []
+    serve_health(home, advertised)
     async with (
         home.run(LOOPBACK),
         relay.run(LOOPBACK),
@@ -108,6 +115,8 @@ async def relayed_home(tmp: Path) -> AsyncIterator[tuple[dict[str, Path], Hearth
         Relaying(home, lambda peer: False).run() as reserving,
     ):
         circuits = await reserving.reserve(relay.peer_id, relay.addrs())
+        if advertise:
+            advertised += home.addrs() + circuits
         yield homes, relay, circuits[0]
 
 
@@ -162,6 +171,33 @@ async def relay_kept(tmp_path: Path) -> None:
                 kept = conn
                 await link.host.disconnect(home_id)  # the home link drops
                 assert link.host.connected(relay.peer_id)
+
+
+def test_the_link_dials_the_relay_ahead_while_the_home_is_direct(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the direct path goes, the relayed reconnect finds its relay connection
+    already up (before: the relay was dialled only once the home was lost)."""
+    monkeypatch.setenv("HEARTH_NO_MDNS", "1")
+    trio.run(relay_ahead, tmp_path)
+
+
+async def relay_ahead(tmp_path: Path) -> None:
+    async with relayed_home(tmp_path, advertise=True) as (homes, relay, circuit):
+        home_id = RosterHolder(homes["phone"]).roster.founder
+        probe = host_for_home(homes["phone"]).host
+        async with probe.run([]):  # the home's own addresses, from its health answer
+            told = (await ask_health(probe, home_id, [circuit], timeout=30)).addrs
+        AddressBook(homes["phone"]).remember(home_id, [a for a in told if not is_circuit(a)])
+        async with NodeLink.running(homes["phone"], AuditLog(homes["phone"] / "a.log")) as link:
+            assert await link.ensure(), link.reason
+            assert not is_circuit(link.host.worked[home_id])  # home reached directly
+            (ahead,) = relay_connections(link.host, relay.peer_id)
+            await link.host.disconnect(home_id)
+            with trio.fail_after(20):
+                await link.host.connect(home_id, [circuit])
+            assert link.host.worked[home_id] == circuit
+            assert relay_connections(link.host, relay.peer_id) == [ahead]  # not dialled again
 
 
 def test_a_relay_connection_gone_silent_is_dialled_afresh(
