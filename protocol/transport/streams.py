@@ -96,19 +96,20 @@ class FrameStream:
                 f"{self.peer_id} does not serve {exc.protocol} (to this device)",
             ) from exc
         except Exception as exc:  # reset, closed connection, muxer failure
-            if unanswered(getattr(self.stream.muxed_conn, "secured_conn", None)):
-                raise gate_refusal(self.peer_id) from exc
-            raise HearthError(
-                ErrorCode.UNREACHABLE, f"peer {self.peer_id} went away ({type(exc).__name__})"
-            ) from exc
+            raise self._lost(f"peer {self.peer_id} went away ({type(exc).__name__})") from exc
 
     async def write(self, data: bytes) -> None:
         try:
             await self.stream.write(data)
         except Exception as exc:
-            raise HearthError(
-                ErrorCode.UNREACHABLE, f"peer {self.peer_id} went away ({type(exc).__name__})"
-            ) from exc
+            raise self._lost(f"peer {self.peer_id} went away ({type(exc).__name__})") from exc
+
+    def _lost(self, why: str) -> HearthError:
+        """The stream ended under us: `unreachable`, or `refused` when the connection
+        never answered its muxer proposal (the peer's gate closed it right after Noise)."""
+        if unanswered(getattr(self.stream.muxed_conn, "secured_conn", None)):
+            return gate_refusal(self.peer_id)
+        return HearthError(ErrorCode.UNREACHABLE, why)
 
     async def send(self, message: Message) -> None:
         await self.write(encode(message, self.max_frame))
@@ -120,7 +121,7 @@ class FrameStream:
             data = await self.read_some()
             self._events = self._decoder.feed(data) if data else self._decoder.feed_eof()
             if not data and not self._events:
-                raise HearthError(ErrorCode.UNREACHABLE, f"peer {self.peer_id} closed the stream")
+                raise self._lost(f"peer {self.peer_id} closed the stream")
         event = self._events.pop(0)
         if isinstance(event, FrameError):
             raise event.error
