@@ -8,6 +8,7 @@ import contextlib
 import contextvars
 import itertools
 import shutil
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -25,11 +26,12 @@ from hearth.protocol.transport.addressbook import AddressBook
 from hearth.protocol.transport.circuits import is_circuit
 from hearth.protocol.transport.health import HEALTH_PROTOCOL, ask_health
 from hearth.protocol.transport.host import HearthHost, host_for_home
-from hearth.protocol.transport.keys import create_identity
+from hearth.protocol.transport.keys import create_identity, load_identity
 from hearth.protocol.transport.membership import RosterHolder, found_swarm
 from hearth.protocol.transport.probe import lay_out_homes
 from hearth.protocol.transport.relay import Relaying
 from hearth.protocol.transport.streams import FrameStream
+from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.identity import peer_id_of
 from hearth.protocol.wire.messages import Health, HealthRequest
 from hearth.protocol.wire.roster import Member, Role
@@ -338,3 +340,35 @@ async def relayed_reconnect(tmp_path: Path, sockets: PhoneSockets) -> list[tuple
                 assert phone.connected(relay.peer_id)
                 counts.append((sockets.waits(), sockets.log.count("write")))
     return counts
+
+
+def test_a_relay_whose_gate_refuses_the_phone_is_reported_refused(tmp_path: Path) -> None:
+    """The relay closes the phone's connection right after Noise: the phone's muxer
+    proposal (sent optimistically) is never answered, and the dial says `refused` and
+    names the relay, not a broken pipe."""
+    trio.run(relay_refuses, tmp_path)
+
+
+async def relay_refuses(tmp_path: Path) -> None:
+    homes = lay_out(tmp_path)
+    phone_id = peer_id_of(load_identity(homes["phone"]))
+    home = host_for_home(homes["home"]).host
+    held = host_for_home(homes["relay"])
+    relay = HearthHost(
+        held.identity,
+        lambda: held.keys.accepted(time.time()),
+        lambda peer: peer != phone_id and held.roster.admits(peer),
+    )
+    async with (
+        home.run(LOOPBACK),
+        relay.run(LOOPBACK),
+        Relaying(relay, relay.admit).run(),
+        Relaying(home, lambda peer: False).run() as reserving,
+    ):
+        (circuit, *_) = await reserving.reserve(relay.peer_id, relay.addrs())
+        phone = host_for_home(homes["phone"]).host
+        async with phone.run([]):
+            with pytest.raises(HearthError) as refused:
+                await ask_health(phone, home.peer_id, [circuit], timeout=30)
+    assert refused.value.code is ErrorCode.REFUSED
+    assert relay.peer_id in refused.value.message

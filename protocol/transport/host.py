@@ -12,7 +12,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple, cast
 
@@ -335,6 +335,7 @@ class HearthHost:
     ) -> None:
         if self._dialer is None:
             self._dialer = dialer(self.host)
+        to_relay = self.host.get_network().get_connections(ID.from_base58(relay))
         try:
             with trio.fail_after(timeout):
                 raw = await self._dialer.dial_peer_info(
@@ -351,6 +352,8 @@ class HearthHost:
                 ErrorCode.TIMED_OUT, f"connecting to {peer_id} through relay {relay} timed out"
             ) from exc
         except Exception as exc:
+            if _gate_closed(to_relay):
+                raise gate_refusal(relay) from exc
             text = " | ".join(str(e) for e in _chain(exc))
             if "NO_RESERVATION" in text or "status code" in text:
                 raise HearthError(
@@ -379,8 +382,8 @@ class HearthHost:
         try:  # proposed with the first message: a refusal comes with the first read
             stream = await self.host.new_stream(pid, [TProtocol(protocol)])
         except Exception as exc:
-            if any(unanswered(getattr(c.muxed_conn, "secured_conn", None)) for c in conns):
-                raise gate_refusal(peer_id) from exc  # the muxer was proposed, never answered
+            if _gate_closed(conns):
+                raise gate_refusal(peer_id) from exc
             raise classify_dial_error(peer_id, exc) from exc
         return FrameStream(stream, self.max_frame)
 
@@ -396,6 +399,12 @@ class HearthHost:
         """Seconds since bytes last arrived from `peer_id` (None if never connected)."""
         last = self.liveness.last_rx(peer_id)
         return None if last is None else time.monotonic() - last
+
+
+def _gate_closed(conns: Iterable[INetConn]) -> bool:
+    """Whether one of `conns` never answered its muxer proposal: the peer's gate
+    closed it right after Noise."""
+    return any(unanswered(getattr(c.muxed_conn, "secured_conn", None)) for c in conns)
 
 
 def _no_identify(peer_id: ID, *, reason: str) -> None:
