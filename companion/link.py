@@ -33,6 +33,7 @@ from hearth.protocol.transport.host import HearthHost, host_for_home, quiet_libp
 from hearth.protocol.transport.keepalive import watch
 from hearth.protocol.transport.rostersync import ROSTER_PROTOCOL, adopt, pull
 from hearth.protocol.transport.streams import FrameStream
+from hearth.protocol.transport.taskgroups import single_error
 from hearth.protocol.wire.errors import ErrorCode, HearthError, reason_about
 from hearth.protocol.wire.messages import MemberAddrs, ModelInfo, RosterUpdate, SwarmKeyRotation
 from hearth.protocol.wire.roster import Role, Roster
@@ -182,6 +183,8 @@ class NodeLink:
                 self.syncs += 1
             except (HearthError, TimeoutError) as exc:  # planning still works on what we hold
                 self._audit_sync(str(exc) or "timed out", "error")
+                if isinstance(exc, HearthError) and exc.code is ErrorCode.REFUSED:
+                    raise  # the home's gate closed the connection the dial made: not up
 
         members: list[MemberAddrs] = []
 
@@ -193,9 +196,10 @@ class NodeLink:
                 members.extend(health.members)
                 await self._warm_relay(health.addrs)
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(roster_sync)
-            tg.start_soon(addresses)
+        with single_error():  # a refusal, as itself
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(roster_sync)
+                tg.start_soon(addresses)
         learn_members(AddressBook(self.home), self.roster.roster, members, now=time.time())
 
     async def _warm_relay(self, addrs: list[str]) -> None:

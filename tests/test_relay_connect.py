@@ -372,3 +372,29 @@ async def relay_refuses(tmp_path: Path) -> None:
                 await ask_health(phone, home.peer_id, [circuit], timeout=30)
     assert refused.value.code is ErrorCode.REFUSED
     assert relay.peer_id in refused.value.message
+
+
+def test_a_link_to_a_home_whose_gate_refuses_it_is_down_and_says_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The dial itself succeeds (the muxer is proposed optimistically), the home's gate
+    closes the connection right after Noise: the link is not up, and says `refused`."""
+    monkeypatch.setenv("HEARTH_NO_MDNS", "1")
+    trio.run(home_refuses, tmp_path)
+
+
+async def home_refuses(tmp_path: Path) -> None:
+    homes = lay_out(tmp_path)
+    phone_id = peer_id_of(load_identity(homes["phone"]))
+    held = host_for_home(homes["home"])
+    home = HearthHost(
+        held.identity,
+        lambda: held.keys.accepted(time.time()),
+        lambda peer: peer != phone_id and held.roster.admits(peer),
+    )
+    async with home.run(LOOPBACK):
+        AddressBook(homes["phone"]).remember(home.peer_id, home.addrs())
+        async with NodeLink.running(homes["phone"], AuditLog(homes["phone"] / "a.log")) as link:
+            assert not await link.ensure()
+            assert link.error is not None and link.error.code is ErrorCode.REFUSED
+            assert not link.connected
