@@ -286,18 +286,18 @@ def named(request: str, names: Iterable[str]) -> set[str]:
         for form in forms:
             owners.setdefault(_shared(form), set()).add(card)
     ws = words(text)
-    spans: list[tuple[int, int, int]] = []  # (card, start, end) of each name said
+    # (card, start, end, its own) of each name said; a name other cards share names no
+    # one but still claims its place, so adding a card never frees a name it overlaps
+    spans: list[tuple[int, int, int, bool]] = []
     for card, forms in enumerate(said_as):
         for form in forms:
-            if owners[_shared(form)] != {card}:
-                continue
             at = text.find(form)
             while at != -1:
                 if _said_at(text, ws, at, at + len(form)):
-                    spans.append((card, at, at + len(form)))
+                    spans.append((card, at, at + len(form), owners[_shared(form)] == {card}))
                 at = text.find(form, at + 1)
     return {
         cards[card]
-        for card, start, end in spans
-        if not any(c != card and s < end and start < e for c, s, e in spans)
+        for card, start, end, own in spans
+        if own and not any(c != card and s < end and start < e for c, s, e, _ in spans)
     }
