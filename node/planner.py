@@ -39,6 +39,7 @@ from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.frames import FrameError
 from hearth.protocol.wire.identity import sign
 from hearth.protocol.wire.messages import (
+    MAX_UNTRUSTED_INPUTS,
     ActionPlan,
     Cancel,
     ChatMessage,
@@ -370,7 +371,7 @@ class _Session:
                         rounds=round_no - 1,
                         usage=usage,
                         finish="length" if parsed.truncated else "stop",
-                        untrusted_inputs=untrusted,
+                        untrusted_inputs=untrusted[:MAX_UNTRUSTED_INPUTS],
                     )
                 )
                 return
@@ -461,7 +462,7 @@ class _Session:
             issued_at=now,
             expires_at=now + self.planner.settings.plan_ttl_s,
             steps=steps,
-            untrusted_inputs=untrusted,
+            untrusted_inputs=untrusted[:MAX_UNTRUSTED_INPUTS],
         )
         await self.send(
             ActionPlan(request_id=request.request_id, plan=sign_plan(plan, self.planner.key))

@@ -18,6 +18,7 @@ from hearth.companion.sdk import app_tool
 from hearth.companion.service import Service
 from hearth.companion.tools.registry import Tier
 from hearth.protocol.wire.chat import ChatMessage
+from hearth.protocol.wire.errors import ErrorCode, HearthError
 
 from .conftest import Processes
 from .hostile.channels import ChannelCase, Turn, run_channel_case
@@ -702,18 +703,12 @@ def test_tools_a_page_brings_are_offered_only_within_the_context_left(tmp_path) 
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.xfail(
-    strict=True,
-    reason="a node's Final (and Plan) may name any number of untrusted inputs of any "
-    "length: they are kept with the turn and with every later turn's labels, and fill the "
-    "answer's sources; fix: bound UntrustedInput.source (say 512 characters) and the lists "
-    "(say 64) in protocol/wire/messages.py, or keep one 'and N more' source on the phone",
-)
 def test_a_friend_cannot_flood_an_answers_sources(
     processes, tmp_path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The friend's node answers saying it read 3000 web pages: the answer's sources (and
-    the labels kept with the turn) stay a readable handful."""
+    """The friend's node answers saying it read 3000 web pages: the phone refuses the
+    answer as a protocol error (a plan or answer names at most 64 inputs, each source at
+    most 512 characters) instead of keeping 3000 sources with every later turn."""
     from hearth.protocol.wire.messages import UntrustedInput
 
     bench = _friend_bench(processes, tmp_path, monkeypatch)
@@ -724,6 +719,7 @@ def test_a_friend_cannot_flood_an_answers_sources(
         for i in range(3000)
     ]
     bench.script.write_text(Script(rounds=[], answer="Done.", read=flood).model_dump_json())
-    out = _ask_of(bench.phone, AskRequest(text="any news?", route="remote"), Recorded())
-    assert out.planner == bench.friend_id
-    assert len(out.untrusted_sources) <= 64, len(out.untrusted_sources)
+    with pytest.raises(HearthError) as refused:
+        _ask_of(bench.phone, AskRequest(text="any news?", route="remote"), Recorded())
+    assert refused.value.code == ErrorCode.PROTOCOL_ERROR
+    assert "at most 64" in refused.value.message
