@@ -14,6 +14,7 @@ phone's own, the home's or a friend's.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from functools import reduce
 
@@ -23,17 +24,22 @@ from hearth.protocol.model.inert import Inert
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import ChatMessage, DeviceContext, Limits, PlanRequest, ToolSpec
 
-from .conversations import KeptTurn, labelled_history
+from .conversations import REDACTED_TEXT, KeptTurn, labelled_history
 from .documents import Document, within_a_frame
-from .egress import Destination, Egress
+from .egress import REDACTED, REDACTED_ERROR, Destination, Egress
 from .events import AskRequest
 from .labels import CLEAN, Labels
 
 APP_TOOL_RESULT = "a tool result the app handed in"
+EARLIER_TURN = "an earlier turn"  # where a session read private history
 APP_ANSWER = "an answer the app handed in"
+APP_GIVEN = frozenset({APP_TOOL_RESULT, APP_ANSWER})
+"""What an app hands in that may quote the owner's data (the phone's earlier answers,
+the results of tools the app ran on it): a private read for the session that reads it."""
 CHARS_PER_TOKEN = 3  # schemas and text: counted long (real tokenizers give 3.5 to 4)
 TEMPLATE_TOKENS = 512  # the chat template, the tool-call format, the system prompt
 INERT = Inert()  # the common templates' markers: every model here is read through one
+REDACTED_JSON = json.dumps(REDACTED)  # a redacted result, as history shows it
 
 
 def document_labels(document: Document) -> Labels:
@@ -50,6 +56,16 @@ def given_labels(message: ChatMessage) -> Labels:
     if message.role == "assistant":
         return Labels(untrusted=frozenset({APP_ANSWER}))
     return CLEAN
+
+
+def given(message: ChatMessage, destination: Destination) -> tuple[ChatMessage, Labels]:
+    """A message an app keeps itself, as `destination`'s planner may read it: a friend's
+    reads a redaction marker for an answer or tool result (`APP_GIVEN`: they may quote
+    the owner's data, and the app's copy carries no labels that would say so)."""
+    labels = given_labels(message)
+    if destination is Destination.FRIEND and labels.untrusted & APP_GIVEN:
+        return message.model_copy(update={"content": REDACTED_TEXT}), labels
+    return message, labels
 
 
 @dataclass(frozen=True)
@@ -75,10 +91,37 @@ class Prompt:
     def labels(self, destination: Destination, documents_sent: list[bool] | None = None) -> Labels:
         """Everything `destination`'s planner reads, its labels joined: what its session
         starts with (`documents_sent`: which documents go to it; the phone reads all)."""
-        sent = documents_sent if documents_sent is not None else [True] * len(self.documents)
         read = [labels for _, labels in self.history.get(destination, [])]
-        read += [document_labels(d) for d, ok in zip(self.documents, sent, strict=False) if ok]
+        read += [document_labels(d) for d in self._sent(documents_sent)]
         return reduce(Labels.__or__, read, CLEAN)
+
+    def private_reads(
+        self, destination: Destination, documents_sent: list[bool] | None = None
+    ) -> frozenset[str]:
+        """Where `destination`'s planner reads private data in its input: an earlier turn
+        it may see whole, an answer or tool result an app hands in (`APP_GIVEN`: the
+        app's copy carries no labels), a document (`document:NAME`)."""
+        history = self.history.get(destination, [])
+        turns = {EARLIER_TURN for _, labels in history if labels.private}
+        turns |= {s for _, labels in history for s in labels.untrusted & APP_GIVEN}
+        return frozenset(turns | {f"document:{d.name}" for d in self._sent(documents_sent)})
+
+    def shown(self, destination: Destination, documents_sent: list[bool] | None = None) -> str:
+        """What `destination`'s planner is shown beside the request (the earlier messages,
+        newest first, and the documents sent): what the tools it is offered are chosen
+        from too. A redaction points to no tool."""
+        earlier = [
+            m.content
+            for m, _ in reversed(self.history.get(destination, []))
+            if REDACTED_ERROR not in m.content and m.content != REDACTED_JSON
+        ]
+        return "\n".join([*earlier, *(d.text for d in self._sent(documents_sent))])
+
+    def _sent(self, documents_sent: list[bool] | None) -> list[Document]:
+        """The documents that go to the planner (`None`: all, as on the phone)."""
+        if documents_sent is None:
+            return list(self.documents)
+        return [d for d, ok in zip(self.documents, documents_sent, strict=False) if ok]
 
     def offer(
         self,
@@ -88,15 +131,18 @@ class Prompt:
         n_ctx: int,
         max_tokens: int,
         destination: Destination,
+        held: str = "",
     ) -> list[ToolSpec]:
         """`tools` cut to what fits the planner's context of `n_ctx` tokens (0: unknown,
-        none cut) beside the conversation and the answer's `max_tokens`: ranked for the
-        cut (those the request's words point to first), offered in the order given.
+        none cut) beside the conversation, what the planner `held` already (the results
+        of the rounds so far) and the answer's `max_tokens`: ranked for the cut (those
+        the request's words point to first), offered in the order given.
         `invalid_input`, naming the sizes, when the conversation alone does not fit, or a
         tool the request points to does not."""
         if n_ctx <= 0:
             return tools
         asked = sum(_tokens(m.content) for m in self.conversation(destination))
+        asked += _tokens(held) if held else 0
         used = asked + max_tokens + TEMPLATE_TOKENS
         if used > n_ctx:
             raise HearthError(
@@ -187,7 +233,7 @@ def build(
     history: dict[Destination, list[tuple[ChatMessage, Labels]]] = {}
     for destination in Destination:
         if request.history:
-            history[destination] = [(m, given_labels(m)) for m in request.history]
+            history[destination] = [given(m, destination) for m in request.history]
         else:
             history[destination] = labelled_history(
                 turns, egress, destination, max_turns=max_turns, max_chars=max_chars

@@ -2,9 +2,7 @@
 
 `hostile_bench` is a phone home paired with the hostile home (`harness.start_bench`), one
 for each test module that asks for it and kept for the module's tests: a module's runs
-never share a hostile home with another module's (after the injection suite's 206 runs
-on one bench, the first dial of the channel suite was refused, "swarm key mismatch
-suspected", which is not explained yet; on a fresh bench it dials as the first runs do).
+never share a hostile home with another module's.
 """
 
 from __future__ import annotations

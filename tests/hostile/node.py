@@ -81,8 +81,13 @@ async def serve(home: Path, script: Path, log: Path, listen: list[str], ready: P
         if rounds.hold_final:
             await conv.receive()  # whatever the phone sends next (its cancel), or never
             return
-        await conv.send(
-            Final(request_id=request.request_id, answer=rounds.answer, rounds=len(rounds.rounds))
+        await conv.send(  # unchecked: a hostile node sends what it likes
+            Final.model_construct(
+                request_id=request.request_id,
+                answer=rounds.answer,
+                rounds=len(rounds.rounds),
+                untrusted_inputs=rounds.read,
+            )
         )
 
     host.handle(PLAN_PROTOCOL, plan_session, allow=lambda peer: Role.PHONE in roster.roles_of(peer))
