@@ -31,14 +31,15 @@ DOORS = {
 HOSTS = ("hearth.companion", "hearth.companion.resident")
 # What a planner reads, and who may build it: the route (`RouteInput`, `route_plan`, read by
 # the asker) and the plan request (`PlanRequest`, built by the prompt builder for the asker
-# and the completions with an app's own tools).
+# and the completions with an app's own tools; the tools `offer`ed, by the asker and, per
+# round, by the remote path).
 PLANNER_INPUT = {
     "RouteInput": ("asker", "routeplan"),
     "route_plan": ("asker", "routeplan"),
     "decide": ("routeplan",),
     "PlanRequest": ("prompt",),
     "plan_request": ("asker", "completion", "prompt"),
-    "offer": ("asker", "prompt"),
+    "offer": ("asker", "prompt", "remote"),
 }
 
 
