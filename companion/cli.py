@@ -465,9 +465,7 @@ def chat(
     conversation: Annotated[
         str | None, typer.Option("--conversation", help="Continue this conversation.")
     ] = None,
-    route: Annotated[
-        Route, typer.Option(help="auto, local or remote.")
-    ] = "auto",
+    route: Annotated[Route, typer.Option(help="auto, local or remote.")] = "auto",
     home: HomeOption = None,
 ) -> None:
     """A conversation in the terminal: type a request, Enter (/help lists the commands).

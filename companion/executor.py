@@ -398,8 +398,7 @@ def read_by_node(inputs: list[UntrustedInput]) -> set[str]:
     """The untrusted sources a node says its planner read itself (a web result, a
     document), as the session names them (a document as the prompt does)."""
     return {
-        f"document:{s.source}" if s.tool == "document" else f"{s.tool} ({s.source})"
-        for s in inputs
+        f"document:{s.source}" if s.tool == "document" else f"{s.tool} ({s.source})" for s in inputs
     }
 
 

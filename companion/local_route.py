@@ -41,15 +41,16 @@ async def local_round(
     """One round of the phone's model on the turn's prompt (the request with its
     documents after the conversation so far); without tools, a plain answer."""
     request = turn.request
+    inert = await model.inert()  # the common markers and the phone's model's own tokens
     return await model.plan(
-        turn.prompt.local_text(),
+        turn.prompt.local_text(inert),
         tools,
         peer_id,
         limits=limits,
         mode=request.tool_choice if tools else "none",
         cancelled=turn.cancel.is_set,
         thinking=request.thinking,
-        history=turn.prompt.earlier(Destination.PHONE),
+        history=turn.prompt.earlier(Destination.PHONE, inert),
         on_text=streaming(turn),
         settings=request.generation,
     )

@@ -76,10 +76,11 @@ class Prompt:
     history: dict[Destination, list[tuple[ChatMessage, Labels]]] = field(default_factory=dict)
     documents: list[Document] = field(default_factory=list)
 
-    def earlier(self, destination: Destination) -> list[ChatMessage]:
-        """The earlier messages `destination`'s planner may read, inert."""
+    def earlier(self, destination: Destination, inert: Inert = INERT) -> list[ChatMessage]:
+        """The earlier messages `destination`'s planner may read, inert (`inert`: the
+        reading model's own, where the phone knows it)."""
         return [
-            m.model_copy(update={"content": INERT(m.content)})
+            m.model_copy(update={"content": inert(m.content)})
             for m, _ in self.history.get(destination, [])
         ]
 
@@ -169,11 +170,11 @@ class Prompt:
             used += size
         return [t for t in tools if t.function.name in offered]  # in the order given
 
-    def local_text(self) -> str | None:
+    def local_text(self, inert: Inert = INERT) -> str | None:
         """The request for the phone's own model, the documents after it (inert)."""
         if self.text is None or not self.documents:
             return self.text
-        attached = (f"Attached {INERT(d.name)}:\n{INERT(d.text)}" for d in self.documents)
+        attached = (f"Attached {inert(d.name)}:\n{inert(d.text)}" for d in self.documents)
         return "\n\n".join([self.text, *attached])
 
     def plan_request(
