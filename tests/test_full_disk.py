@@ -15,13 +15,25 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
+import trio
 
 from hearth.protocol.transport.addressbook import AddressBook
 from hearth.protocol.wire.messages import PlanStep
 
+from .chaos.run import free_port
 from .hostile.script import Round, Script
-from .nodes import cli, init_phone, last_json, pair, start_companion, start_node, wait_ready
+from .nodes import (
+    cli,
+    init_phone,
+    last_json,
+    pair,
+    start_companion,
+    start_node,
+    wait_ready,
+    wait_until,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 TYPED = {"invalid_input", "busy"}
@@ -74,6 +86,10 @@ def ask(phone: Path, text: str) -> dict:  # type: ignore[type-arg]
     return last_json(out)
 
 
+def answered(phone: Path, text: str) -> bool:
+    return str(ask(phone, text).get("answer", "")).startswith("Done")
+
+
 def databases_hold(home: Path) -> None:
     for db in sorted(home.glob("*.db")):
         con = sqlite3.connect(db)
@@ -82,31 +98,44 @@ def databases_hold(home: Path) -> None:
         con.close()
 
 
-def scripted_home(processes, root: Path, node_home: Path) -> list[str]:  # type: ignore[no-untyped-def]
-    """The scripted home of tests/hostile/ on the paired node's identity: its addresses."""
+def scripted_home(processes, root: Path, node_home: Path, listen: str) -> subprocess.Popen[str]:  # type: ignore[no-untyped-def]
+    """The scripted home of tests/hostile/ on the paired node's identity, at `listen`
+    (it serves plans only: a roster sync with it fails, and is audited)."""
     (root / "script.json").write_text(SCRIPT.model_dump_json())
     ready = root / "hostile-ready.json"
+    ready.unlink(missing_ok=True)
     hostile = processes.spawn(
         sys.executable, "-m", "tests.hostile.node", str(node_home), "--script",
         str(root / "script.json"), "--log", str(root / "heard.jsonl"), "--ready-file", str(ready),
-        cwd=ROOT, env={"PYTHONPATH": str(ROOT)}, stderr=subprocess.DEVNULL,
+        "--listen", listen, cwd=ROOT, env={"PYTHONPATH": str(ROOT)}, stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    return [str(addr) for addr in wait_ready(hostile, ready)["addrs"]]
+    wait_ready(hostile, ready)
+    return hostile
+
+
+def paired_on_small_disk(
+    processes, root: Path, disk: Path
+) -> tuple[Path, subprocess.Popen[str], str]:  # type: ignore[no-untyped-def]
+    """A phone home on `disk` paired with a home, which the scripted home then plays:
+    the phone, the scripted home and where it listens."""
+    node = start_node(processes, root / "node")
+    phone = disk / "phone"
+    init_phone(phone)
+    pair(phone, node.invite())
+    node.proc.terminate()
+    node.proc.wait(timeout=30)
+    listen = f"/ip4/127.0.0.1/tcp/{free_port()}"
+    hostile = scripted_home(processes, root, node.home, listen)
+    AddressBook(phone).remember(node.peer_id, [f"{listen}/p2p/{node.peer_id}"])
+    return phone, hostile, listen
 
 
 @pytest.mark.timeout(900)
 def test_a_full_phone_home_answers_typed_errors_and_recovers(processes, tmp_path) -> None:
     with small_disk(tmp_path / "disk", "8m") as disk:
-        node = start_node(processes, tmp_path / "node")
-        phone = disk / "phone"
-        init_phone(phone)
-        pair(phone, node.invite())
-        node.proc.terminate()
-        node.proc.wait(timeout=30)
-        addrs = scripted_home(processes, tmp_path, node.home)
-        AddressBook(phone).remember(node.peer_id, addrs)
+        phone, _, _ = paired_on_small_disk(processes, tmp_path, disk)
         companion = start_companion(processes, phone)
-        assert ask(phone, "note it and then text it").get("answer", "").startswith("Done"), "warm"
+        wait_until(lambda: answered(phone, "note it and then text it"), "a first answer", 120)
 
         outcomes = []
         for leave in (0, 2048, 8192, 32768, 131072):  # full, and at depths of a plan
@@ -148,3 +177,31 @@ def test_a_full_node_home_keeps_the_node_serving(processes, tmp_path, tiny_model
         after = ask(phone, "compare the weather and then summarize it")
         assert after.get("route") == "remote" and "error" not in after, after
         assert node.proc.poll() is None
+
+
+def test_a_full_disk_inside_a_task_group_is_survived_by_the_link(tmp_path) -> None:
+    """The link's background work (a re-sync runs its roster pull and address lookup in a
+    task group) meeting a full disk: logged and tried again, never the companion's end.
+    Before, a storage error inside a task group came out as an exception group, which
+    the guard let through."""
+    from hearth.companion.link import surviving_storage
+
+    with small_disk(tmp_path / "disk", "1m") as disk:
+        db = sqlite3.connect(disk / "audit.db")
+        db.execute("CREATE TABLE records (body BLOB)")
+        db.commit()
+
+        async def sync() -> str:
+            async def audit() -> None:
+                with db:
+                    db.execute("INSERT INTO records VALUES (?)", (os.urandom(65536),))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(audit)
+                tg.start_soon(anyio.sleep, 0)
+            return "synced"
+
+        with filled(disk):
+            assert trio.run(surviving_storage, sync, "failed") == "failed"
+        assert trio.run(surviving_storage, sync, "failed") == "synced"  # freed: it works
+        db.close()
