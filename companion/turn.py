@@ -3,8 +3,6 @@ read (the prompt), who hears of its progress, and the executor its plans run thr
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
 import time
 from dataclasses import dataclass, field
 
@@ -122,13 +120,6 @@ class Turn:
         )
 
     def _cut_off(self, plan: Plan) -> None:
-        """Record the plan's running step cut off; on a home that cannot be written (a full
-        disk) it stays `running`, which the next start takes as a crash's (never as
-        done), and the cancellation goes on instead of becoming that write's error."""
-        with contextlib.suppress(sqlite3.Error):
-            self._record_cut_off(plan)
-
-    def _record_cut_off(self, plan: Plan) -> None:
         journal, audit = self.executor.journal, self.executor.audit
         for record in journal.steps(plan.plan_id).values():
             if record.state == "running":
