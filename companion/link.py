@@ -33,7 +33,7 @@ from hearth.protocol.transport.host import HearthHost, host_for_home, quiet_libp
 from hearth.protocol.transport.keepalive import watch
 from hearth.protocol.transport.rostersync import ROSTER_PROTOCOL, adopt, pull
 from hearth.protocol.transport.streams import FrameStream
-from hearth.protocol.transport.taskgroups import single_error
+from hearth.protocol.transport.taskgroups import leaves, single_error
 from hearth.protocol.wire.errors import ErrorCode, HearthError, reason_about
 from hearth.protocol.wire.messages import MemberAddrs, ModelInfo, RosterUpdate, SwarmKeyRotation
 from hearth.protocol.wire.roster import Role, Roster
@@ -45,14 +45,16 @@ log = logging.getLogger("hearth.link")
 
 
 async def surviving_storage(work: Callable[[], Awaitable[T]], failed: T) -> T:
-    """`work()`, or `failed` (logged) when the home cannot be written (a full disk)."""
+    """`work()`, or `failed` (logged) when the home cannot be written (a full disk): by
+    `work` itself or by the tasks of a task group in it (an exception group of such)."""
     try:
         return await work()
-    except (OSError, sqlite3.Error) as exc:
-        problem = storage_problem(exc)
-        if problem is None:
+    except (OSError, sqlite3.Error, BaseExceptionGroup) as exc:
+        found = list(leaves(exc)) if isinstance(exc, BaseExceptionGroup) else [exc]
+        problems = [storage_problem(e) for e in found]
+        if not found or None in problems:
             raise
-        log.warning("%s", problem.message)
+        log.warning("%s", "; ".join(sorted({p.message for p in problems if p is not None})))
         return failed
 
 

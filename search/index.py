@@ -12,6 +12,7 @@ from pathlib import Path
 
 import anyio
 
+from hearth.protocol.kit.formats import Migration, migrate, stamped
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
 from .packets import Result
@@ -19,6 +20,8 @@ from .packets import Result
 INDEX_FILE = "search.sqlite"
 SUFFIXES = {".txt", ".md", ".markdown", ".html", ".htm"}
 MAX_FILE_BYTES = 8 * 1024 * 1024
+# the index's format version is the number of its steps (hearth.protocol.kit.formats)
+MIGRATIONS: list[Migration] = [stamped]
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS docs (path TEXT PRIMARY KEY, title TEXT, mtime REAL);
 CREATE VIRTUAL TABLE IF NOT EXISTS text USING fts5(path UNINDEXED, title, body,
@@ -96,7 +99,7 @@ class FtsIndex:
         db = sqlite3.connect(self.path)
         try:
             with db:
-                db.executescript(_SCHEMA)
+                migrate(db, self.path, _SCHEMA, MIGRATIONS)
                 yield db
         finally:
             db.close()
