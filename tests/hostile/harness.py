@@ -30,7 +30,7 @@ from hearth.companion.tools.mcp import mounted
 from hearth.protocol.transport.addressbook import AddressBook
 from hearth.protocol.wire.errors import HearthError
 
-from ..nodes import BIN, init_phone, pair, start_node, wait_ready
+from ..nodes import BIN, cli, init_phone, pair, start_node, wait_ready
 from ..phone_kit import Recorder
 from .app_tools import app_tools
 from .goals import Outcome
@@ -101,10 +101,22 @@ class Bench:
         return [h for h in heard if h["frame"] == "plan_request"]
 
 
-def start_bench(processes: Any, root: Path) -> Bench:
+def start_bench(
+    processes: Any, root: Path, *, model: Path | None = None, search_docs: Path | None = None
+) -> Bench:
+    """The paired phone (with `model` as its local model) and the hostile home serving it.
+    `search_docs`: the home is also a search relay, and a friend node `exit` (a search
+    exit over an index of those documents) joins before the phone pairs."""
     node = start_node(processes, root / "node")
+    exit_home = root / "exit"
+    if search_docs is not None:
+        home = ("--home", str(node.home))
+        cli("hearth-node", "roster", "grant", node.peer_id, "search-relay", *home)
+        uri = node.invite("--role", "friend", "--grant", "search-exit")
+        cli("hearth-node", "join", "-", "--json", "--home", str(exit_home), stdin=uri + "\n")
+        cli("hearth-node", "index", "add", str(search_docs), "--home", str(exit_home))
     phone = root / "phone"
-    init_phone(phone)
+    init_phone(phone, model, noise=model is not None)
     pair(phone, node.invite())
     node.proc.terminate()
     node.proc.wait(timeout=30)
@@ -121,11 +133,16 @@ def start_bench(processes: Any, root: Path) -> Bench:
         str(bench.heard),
         "--ready-file",
         str(ready),
+        *(("--search",) if search_docs is not None else ()),
         cwd=ROOT,
         env={"PYTHONPATH": str(ROOT)},
         stderr=subprocess.DEVNULL,
     )
-    AddressBook(phone).remember(node.peer_id, wait_ready(hostile, ready)["addrs"])
+    addrs = wait_ready(hostile, ready)["addrs"]
+    AddressBook(phone).remember(node.peer_id, addrs)
+    if search_docs is not None:  # the exit finds the hostile home where the phone does
+        AddressBook(exit_home).remember(node.peer_id, addrs)
+        start_node(processes, exit_home, config="search_exit_per_minute = 100000\n")
     return bench
 
 
