@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import signal
 import subprocess
 import sys
 import tempfile
@@ -147,6 +148,8 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=1.0, help="requests a second")
     parser.add_argument("--every", type=float, default=10.0, help="seconds between samples")
     args = parser.parse_args()
+    for signum in (signal.SIGTERM, signal.SIGINT):  # (nohup'd: SIGINT ignored otherwise)
+        signal.signal(signum, lambda *_: sys.exit(1))  # the processes are stopped on the way
     errors: Counter[str] = Counter()
     first_messages: dict[str, str] = {}  # each error's first message
     done: Counter[str] = Counter()
