@@ -1,7 +1,7 @@
 """Soak (issue 33; not run by CI): a home node and a resident companion under a steady
 mixed load, sampled every 10 s.
 
-    .venv/bin/python tests/soak.py [--minutes 30] [--rate 1.0] [--every 10]
+    .venv/bin/python tests/soak.py [--minutes 30] [--rate 1.0] [--every 10] [--warm-up 120]
 
 The home node is the scripted one of `tests/hostile/` on a paired node's identity (so
 plans are known without a model), serving search too, with a friend node as the search
@@ -11,16 +11,17 @@ whose plan reads the notes and writes one (approved with `--yes`), the same deni
 (`--no`), one that sends a message (approved), a local ask (`--route local`), a 2-hop
 `hearth search`, a streamed chat completion on the OpenAI API (`hearth-home`),
 `hearth conversations`, `hearth inbox` and `hearth audit --verify`. Sampled: the
-companion's, the home node's and the exit's RSS, open file
-descriptors and threads, the size of each SQLite file (with its WAL), and the
-round trip of `GET /api/tools` on the companion's API (its event loop answers it
-without a model or a peer: it stands in for that loop's lag; a `hearth tools` process
-would measure Python's start-up instead). A search that finds nothing counts as an
-error. Each sample is a JSON line on stderr;
-the end prints the first sample after warm-up (the second), the last, the growth of
-each figure between them, each SQLite file's growth per request in the first and the
-second half after warm-up (data grows with the requests at a steady rate; a leak would
-grow faster than that), and the errors counted.
+companion's, the home node's and the exit's RSS, open file descriptors and threads, the
+size of each SQLite file (with its WAL), and the round trip of `GET /api/tools` on the
+companion's API (its event loop answers it without a model or a peer: it stands in for
+that loop's lag; a `hearth tools` process would measure Python's start-up instead). A
+search that finds nothing counts as an error. Each sample is a JSON line on stderr; the
+end prints each curve's start after warm-up (`--warm-up` seconds: every kind of request
+has run a few times, the kept connections and streams are open) and its end (each the
+median of a tenth of the samples), the growth between them, each SQLite file's growth
+per request in the first and the second half after warm-up (data grows with the
+requests at a steady rate; a leak would grow faster than that), and the errors counted.
+`--summarize FILE` prints the same from the sample lines a run wrote.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import argparse
 import itertools
 import json
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -79,6 +81,7 @@ LOAD: list[tuple[str, Script | None, tuple[str, ...]]] = [
     ("inbox", None, ("inbox",)),
     ("audit", None, ("audit", "--verify")),
 ]
+SMOOTH = 5  # samples at least whose median is a curve's start or end
 DOCS = {
     "bread.md": "# Sourdough\nFeed the starter flour and water; bake bread when it bubbles.",
     "kettle.txt": "The kettle boils water for tea.",
@@ -142,12 +145,43 @@ def per_request(samples: list[dict[str, Any]]) -> dict[str, list[float]]:
     }  # fmt: skip
 
 
+def summary(samples: list[dict[str, Any]], warm_up: float) -> dict[str, Any]:
+    """The curves after `warm_up` seconds: their start and end (each the median of the
+    first or the last tenth of the samples, at least `SMOOTH`, so one slow round trip or
+    one worker thread busy at the moment is no trend), the growth between them, and the
+    SQLite files' growth per request."""
+    warm = samples[0]["t"] + warm_up
+    after = [s for s in samples if s["t"] >= warm] or samples[-1:]
+    n = max(SMOOTH, len(after) // 10)
+    start, end = (
+        {key: statistics.median(s[key] for s in part) for key in after[0]}
+        for part in (after[:n], after[-n:])
+    )
+    growth = {
+        key: f"{(end[key] - start[key]) / start[key] * 100:+.1f}%"
+        for key in start
+        if key not in ("t", "requests") and start[key]
+    }
+    return {"samples": len(after), "kib_per_request": per_request(after), "start": start,
+            "end": end, "growth": growth}  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--rate", type=float, default=1.0, help="requests a second")
     parser.add_argument("--every", type=float, default=10.0, help="seconds between samples")
+    parser.add_argument("--warm-up", type=float, default=120.0, help="seconds not compared")
+    parser.add_argument(
+        "--summarize", type=Path, help="only summarize the sample lines a run wrote to stderr"
+    )
     args = parser.parse_args()
+    if args.summarize:
+        lines = [json.loads(line) for line in args.summarize.read_text().splitlines()]
+        errors_seen = Counter(line["error"] for line in lines if "error" in line)
+        samples_seen = [line for line in lines if "t" in line]
+        print(json.dumps({"errors": errors_seen, **summary(samples_seen, args.warm_up)}))
+        return 1 if errors_seen else 0
     for signum in (signal.SIGTERM, signal.SIGINT):  # (nohup'd: SIGINT ignored otherwise)
         signal.signal(signum, lambda *_: sys.exit(1))  # the processes are stopped on the way
     errors: Counter[str] = Counter()
@@ -195,16 +229,8 @@ def main() -> int:
                 print(json.dumps({"error": key, "message": first_messages[key]}), file=sys.stderr)
             done[kind] += 1
             time.sleep(max(0.0, 1 / args.rate - (time.monotonic() - started)))
-    after_warm_up = samples[1:] if len(samples) > 2 else samples
-    first, last = after_warm_up[0], after_warm_up[-1]
-    growth = {
-        key: f"{(last[key] - first[key]) / first[key] * 100:+.1f}%"
-        for key in first
-        if key not in ("t", "requests") and isinstance(first[key], int | float) and first[key]
-    }
-    print(json.dumps({"requests": dict(done), "errors": dict(errors), "messages": first_messages,
-                      "kib_per_request": per_request(after_warm_up), "after_warm_up": first,
-                      "end": last, "growth": growth}))  # fmt: skip
+    report = {"requests": dict(done), "errors": dict(errors), "messages": first_messages}
+    print(json.dumps({**report, **summary(samples, args.warm_up)}))
     return 1 if errors else 0
 
 
