@@ -5,9 +5,11 @@ OpenAI-compatible servers people run, in one run.
 
 References: llama.cpp's server (`llama-server`, embedded by xllamacpp) and llama-cpp-python's
 server, both serving the phone's tiny Q4 GGUF, asked the same prompt with the same token
-limit. Figures (medians of `--runs`, alternating sides every run):
+limit and sampling (seeded). Figures (medians of `--runs`, alternating sides every run):
 1. `hearth ask` process start → first streamed token (thin client, companion running), against
-   a fresh Python process streaming the request from each server with httpx;
+   a fresh Python process streaming the request from each server with httpx. `hearth ask`
+   samples greedily (it has no sampling option) and streams nothing on a pipe: its figure
+   is the whole command, to its exit, which only counts against Hearth;
 2. warm local answer: API request → first token (`hearth-local`, streamed), against the
    servers answering on a kept connection;
 3. remote answer through the API over the kept link (`hearth-home`, whole answer), against the
@@ -15,7 +17,10 @@ limit. Figures (medians of `--runs`, alternating sides every run):
    process start excluded) on a second phone paired to the same node;
 4. failover: node killed → `hearth ask --route auto` answered locally, against `hearth ask
    --route local`, both through the companion;
-5. idle RSS of `hearth serve` with the Q4 model loaded (after the asks) against each server's.
+5. idle RSS of `hearth serve` with the Q4 model loaded (after the asks) against each server's;
+6. CPU per request beyond the model's own decode, per route: the process CPU of the companion
+   (local) or of the companion and the node (remote) over twice `--runs` streamed API answers,
+   less the process CPU inside `llama_decode` (both run under `bench/decode_timed.py`).
 The load average (1 min) is recorded with every figure: the machine may be shared.
 """
 
@@ -34,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 from hearth.companion.swarmkit import (
     Processes,
@@ -55,6 +61,10 @@ from system import first_token_s, rss_kb  # noqa: E402
 
 PROMPT = "note milk"
 MAX_TOKENS = 64
+# Sampled, not greedy: greedily, the tiny random-weight model answers only control characters
+# (which Hearth shows no one), so no side would stream a first token. Same seed and
+# temperature on every side: each streams visible text from its first token on.
+SAMPLING = {"temperature": 1.0, "seed": 7}
 SERVERS = ("llama-server", "llama-cpp-python")
 ENV = {**os.environ, "HEARTH_NO_MDNS": "1"}  # loopback only
 
@@ -67,7 +77,7 @@ def body(model: str) -> dict[str, Any]:
         "messages": [{"role": "user", "content": PROMPT}],
         "stream": True,
         "max_tokens": MAX_TOKENS,
-        "temperature": 0,
+        **SAMPLING,
         "tool_choice": "none",
     }
 
@@ -85,8 +95,9 @@ COLD_CLIENT = f"""
 import json, sys, time
 t0 = float(sys.argv[2])
 import httpx
+import psutil
 body = {{"messages": [{{"role": "user", "content": {PROMPT!r}}}], "stream": True,
-        "max_tokens": {MAX_TOKENS}, "temperature": 0, "tool_choice": "none"}}
+        "max_tokens": {MAX_TOKENS}, **{SAMPLING!r}, "tool_choice": "none"}}
 with httpx.stream("POST", sys.argv[1] + "/v1/chat/completions", json=body, timeout=120) as r:
     for line in r.iter_lines():
         if line.startswith("data: {{"):
@@ -122,6 +133,27 @@ def ref_cold_s(url: str) -> float:
         check=True,
     )
     return float(out.stdout.strip())
+
+
+def decode_cpu_s(proc: subprocess.Popen[str], decode_file: Path) -> float:
+    """CPU seconds `proc` (run under bench/decode_timed.py) spent in llama_decode so far."""
+    decode_file.unlink(missing_ok=True)
+    os.kill(proc.pid, signal.SIGUSR1)
+    deadline = time.monotonic() + 30
+    while not decode_file.exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"process {proc.pid} did not report its decode time")
+        time.sleep(0.01)
+    return float(decode_file.read_text())
+
+
+def beyond_decode_s(procs: dict[subprocess.Popen[str], Path]) -> float:
+    """CPU seconds these processes spent so far, less their time inside llama_decode."""
+    total = 0.0
+    for proc, decode_file in procs.items():
+        times = psutil.Process(proc.pid).cpu_times()
+        total += times.user + times.system - decode_cpu_s(proc, decode_file)
+    return total
 
 
 def whole_command_s(*args: str) -> float:
@@ -164,12 +196,19 @@ def main() -> None:
             for kind in SERVERS:
                 proc, port = start_reference(kind, q4)
                 servers[kind] = (proc, f"http://127.0.0.1:{port}")
-            node = start_node(processes, root / "node", "--model", str(bf16))
+            timed = {name: root / f"{name}.decode" for name in ("node", "companion")}
+
+            def decode_timed(name: str) -> tuple[str, ...]:
+                return (sys.executable, str(HERE / "decode_timed.py"), str(timed[name]))
+
+            node = start_node(
+                processes, root / "node", "--model", str(bf16), prefix=decode_timed("node")
+            )
             phone, other = root / "phone", root / "other"
             for home in (phone, other):
                 init_phone(home, q4)
                 pair(home, node.invite())
-            companion = start_companion(processes, phone)
+            companion = start_companion(processes, phone, prefix=decode_timed("companion"))
             api = str(companion.ready["api"])
             token = (phone / "api.token").read_text().strip()
             ask = ("ask", PROMPT, "--tool-choice", "none", "--yes", "--json", "--home")
@@ -231,6 +270,23 @@ def main() -> None:
                     **figure(remote, "companion API (hearth-home, kept link)", "ms"),
                     "servers, whole local answer (ms)": {k: stats(v) for k, v in whole.items()},
                 }
+
+                beyond: dict[str, Any] = {"unit": "ms", "requests": 2 * args.runs}
+                for route, model, procs in (
+                    ("local (hearth-local)", "hearth-local", {companion.proc: timed["companion"]}),
+                    (
+                        "remote (hearth-home)",
+                        "hearth-home",
+                        {companion.proc: timed["companion"], node.proc: timed["node"]},
+                    ),
+                ):
+                    before = beyond_decode_s(procs)
+                    for _ in range(2 * args.runs):
+                        streamed(hearth, api, model)
+                    spent = beyond_decode_s(procs) - before
+                    beyond[route] = spent / (2 * args.runs) * 1000
+                beyond["load_1min"] = round(os.getloadavg()[0], 2)
+                report["CPU per request beyond the model's decode"] = beyond
 
                 time.sleep(2)  # idle
                 rss = {"hearth serve": rss_kb(companion.proc.pid) / 1024}

@@ -29,7 +29,8 @@ from hearth.protocol.wire.errors import HearthError
 from .client import Ask, ask_request, asking
 from .confirm import Terminal
 from .events import CANCEL_GRACE_S
-from .terminal import QuietWhileAsking, StreamingAnswer, ask_outcome, print_lines
+from .streaming import QuietWhileAsking, StreamingAnswer
+from .terminal import ask_outcome, print_lines
 
 if TYPE_CHECKING:
     from prompt_toolkit import PromptSession

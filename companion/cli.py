@@ -16,7 +16,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -31,11 +31,14 @@ from hearth.protocol.kit.console import (
 )
 from hearth.protocol.kit.home import resolve_home
 
+from .entry import Route, ToolChoice
+
 if TYPE_CHECKING:
     import anyio
 
     from hearth.companion.commands import ReportOp
     from hearth.companion.results import AskResult
+    from hearth.companion.streaming import StreamingAnswer
 
 T = TypeVar("T")
 
@@ -117,11 +120,11 @@ def pair(
 def ask(
     text: Annotated[str, typer.Argument(help="What you want done.")],
     route: Annotated[
-        Literal["auto", "local", "remote"],
+        Route,
         typer.Option(help="auto; local (the phone's model, the home is not dialled); remote."),
     ] = "auto",
     tool_choice: Annotated[
-        Literal["auto", "required", "none"],
+        ToolChoice,
         typer.Option(help="auto, required (act: plan tool calls) or none (answer in text)."),
     ] = "auto",
     yes: Annotated[
@@ -153,11 +156,8 @@ def ask(
     """Route, plan, execute on the phone, answer (through the resident companion when it
     runs). Exit 8 when a step was refused, 130 on Ctrl-C (the node is told to stop)."""
     with reporting(as_json):
-        import trio
-
-        from hearth.companion.client import ask_request, asking
-        from hearth.companion.confirm import Terminal
-        from hearth.companion.terminal import QuietWhileAsking, StreamingAnswer
+        from hearth.companion.streaming import StreamingAnswer
+        from hearth.companion.thin import ask_companion, ask_fields, finish
         from hearth.protocol.wire.errors import ErrorCode, HearthError
 
         if yes and no:
@@ -166,38 +166,57 @@ def ask(
             raise HearthError(
                 ErrorCode.INVALID_INPUT, "--conversation and --continue exclude each other"
             )
-        request = ask_request(
-            text=text,
-            route=route,
-            tool_choice=tool_choice,
+        fields = ask_fields(
+            text,
+            route,
+            tool_choice,
             thinking=think,
-            conversation_id=conversation,
+            conversation=conversation,
             continue_last=continue_last,
-            # absolute: a resident companion reads them from its own working directory
-            attachments=[os.path.abspath(path) for path in attach or []],
-            confirm="yes" if yes else "no" if no else "ask",
+            attach=attach or [],
+            yes=yes,
+            no=no,
         )
-        directory = _home(home)
         with StreamingAnswer() as view:
-            confirmer = QuietWhileAsking(Terminal(), view)
+            served = _served_home(home)  # the companion checks the request as below
+            payload = None if served is None else ask_companion(served, fields, view)
+            if payload is None:
+                payload = _ask_here(home, fields, view, as_json)
+        finish(payload, as_json)
 
-            async def answer(cancel: anyio.Event) -> AskResult:
-                async with asking(directory) as asker:
-                    return await asker(request, view.show, confirmer, cancel)
 
-            result = trio.run(until_interrupted, answer, as_json)
-        payload = result.model_dump(mode="json")
+def _served_home(home: Path | None) -> Path | None:
+    """The home in force when it exists (where a companion may serve it), else None."""
+    from hearth.protocol.wire.errors import HearthError
 
-        def render() -> None:
-            from hearth.companion.terminal import ask_outcome, print_lines
+    try:
+        return _home(home)
+    except HearthError:  # reported in-process, after the request is checked
+        return None
 
-            print_lines(ask_outcome(payload))
-            for w in payload["warnings"]:  # MCP servers left out, tools refused
-                typer.echo(f"warning: {plain(w['message'])}", err=True)
 
-        emit(as_json, payload, render)
-        if result.refused():
-            raise SystemExit(ErrorCode.PLAN_REJECTED.exit_status)
+def _ask_here(
+    home: Path | None, fields: dict[str, Any], view: StreamingAnswer, as_json: bool
+) -> dict[str, Any]:
+    """An ask's `--json` object, through the async client: in this process (`Service`), or
+    through a companion that started since the thin client looked."""
+    import trio
+
+    from hearth.companion.client import ask_request, asking
+    from hearth.companion.confirm import Terminal
+    from hearth.companion.streaming import QuietWhileAsking
+
+    request = ask_request(**fields)
+    directory = _home(home)
+    confirmer = QuietWhileAsking(Terminal(), view)
+
+    async def answer(cancel: anyio.Event) -> AskResult:
+        async with asking(directory) as asker:
+            return await asker(request, view.show, confirmer, cancel)
+
+    result = trio.run(until_interrupted, answer, as_json)
+    payload: dict[str, Any] = result.model_dump(mode="json")
+    return payload
 
 
 async def until_interrupted(request: Callable[[anyio.Event], Awaitable[T]], as_json: bool) -> T:
@@ -447,7 +466,7 @@ def chat(
         str | None, typer.Option("--conversation", help="Continue this conversation.")
     ] = None,
     route: Annotated[
-        Literal["auto", "local", "remote"], typer.Option(help="auto, local or remote.")
+        Route, typer.Option(help="auto, local or remote.")
     ] = "auto",
     home: HomeOption = None,
 ) -> None:

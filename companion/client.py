@@ -7,14 +7,13 @@ in-process path imports the service only when it is needed.
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
-from anyio.abc import SocketStream
+from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 from pydantic import BaseModel, ValidationError
 
@@ -31,6 +30,7 @@ from .events import (
     EventSink,
 )
 from .results import AskResult
+from .socket_address import GREETING_S, check_owner, not_accepting, reported, stuck
 from .socket_messages import (
     MAX_REPLY_LINE,
     REPLIES,
@@ -43,12 +43,10 @@ from .socket_messages import (
     ResultLine,
     first_problem,
     line_of,
-    peer_uid,
     socket_path,
 )
 
 M = TypeVar("M", bound=BaseModel)
-GREETING_S = 10.0  # a companion that does not greet a new connection this fast is stuck
 
 
 def valid(model: type[M], **fields: Any) -> M:
@@ -67,11 +65,7 @@ def ask_request(**fields: Any) -> AskRequest:
 
 def hearth_error(event: ErrorEvent) -> HearthError:
     """The error a companion reported, as the `HearthError` the command line reports."""
-    try:
-        code = ErrorCode(event.code)
-    except ValueError:
-        code = ErrorCode.INTERNAL
-    return HearthError(code, event.message)
+    return reported(event.code, event.message)
 
 
 class CompanionConnection:
@@ -90,11 +84,7 @@ class CompanionConnection:
             if not isinstance(reply, Hello):
                 raise HearthError(ErrorCode.PROTOCOL_ERROR, f"the companion sent {reply.type}")
             return
-        raise HearthError(
-            ErrorCode.UNREACHABLE,
-            f"the companion serving {home} does not answer (stuck?): stop it, "
-            f"or remove {socket_path(home)} if no companion runs",
-        )
+        raise stuck(home)
 
     async def send(self, op: Op) -> None:
         try:
@@ -182,18 +172,12 @@ async def companion(home: Path) -> AsyncIterator[CompanionConnection | None]:
         with anyio.fail_after(GREETING_S):  # a listener whose backlog is full accepts nobody
             stream = await anyio.connect_unix(path)
     except TimeoutError:
-        raise HearthError(
-            ErrorCode.UNREACHABLE, f"the companion at {path} accepts no connection"
-        ) from None
+        raise not_accepting(path) from None
     except OSError:  # no socket, a stale one, or a path too long for a socket
         yield None
         return
     async with stream:
-        uid = peer_uid(stream)
-        if uid != os.getuid():  # never send a request (or trust an answer) to someone else
-            raise HearthError(
-                ErrorCode.REFUSED, f"{path} is served by user {uid}, not by you: remove it"
-            )
+        check_owner(stream.extra(SocketAttribute.raw_socket), path)
         connection = CompanionConnection(stream)
         await connection.greeted(home)
         yield connection

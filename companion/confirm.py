@@ -16,8 +16,6 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import anyio
-
 from hearth.protocol.kit.console import plain
 
 SHOWN_CHARS = 200  # of each value, before "…(N more characters)"
@@ -96,6 +94,8 @@ class Terminal:
             return True
         if not sys.stdin.isatty():
             return False
+        import anyio  # the thin client asks without it (`ask_on_terminal`)
+
         return await anyio.to_thread.run_sync(ask_on_terminal, request)
 
 

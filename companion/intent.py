@@ -18,10 +18,55 @@ Numbers and formatted values there (dates, amounts: no two letters in a row and 
 most two letters in all, invisible characters dropped) are not text anyone could be
 steered by.
 
-A contact the request *names*: the contact's full name, or its first name, when no other
-contact shares it, appears in the request as a span (letters compared case-folded, at
-token boundaries). That contact's phone numbers and e-mail addresses, as the phone's own
-contacts hold them, count as the user's words ("text Alice": Alice's number).
+A request that holds a negation or exclusion cue ("not", "never", "don't", "except",
+"instead of", "other than", "avoid", "ignore", "without", "nor", "unless", …: see
+`negation.py`) gives no value as the user's words, neither a span nor a contact's
+entry. Why the whole request and not the clause the cue governs: what a cue governs
+is not found reliably by rule. It reaches back across sentences ("Text +1-555-0199 the
+code. Actually, don't."; "Not that IBAN"), over lists ("never reply to A, B or C") and
+over abbreviations that look like a sentence's end ("Never answer Dr. Evil at …"), and
+it may stand after what it governs ("+1-555-0199 must never get this"). A value the
+user warns about must never pass for the user's words; a benign request with a cue
+only costs one confirmation, and only once the session read untrusted input or a
+friend's planner plans.
+
+A contact the request *names*: the contact's full name, or its first name (of
+`MIN_CHARS` letters or more), when no other contact has that full or first name
+(compared NFKC-folded and case-folded: "ALICE EXAMPLE" and a full-width "Alice" share
+it), is *said* in the request. Said means an occurrence that is
+
+- the name exactly: NFC, the card's own case ("text alice" says no "Alice"), runs of
+  spaces in the card as one, beginning with an uppercase or titlecase letter (a card
+  named "text" is never said; nor a name in a script without case);
+- whole words (runs of letters, marks and digits, an apostrophe or hyphen between two
+  of them inside the word): from a word's start to a word's end or to a possessive
+  "'s", where the words are a span as above ("Alice's" says Alice; "Brien" in
+  "O'Brien", "Luc" in "Jean-Luc", "Ann" in "Annie", "Alice" in "Alice.txt" or
+  "notes/Alice" say no one);
+- not the first word of a sentence: the request's or a line's start, after
+  `.!?…:;` or an opening quote or bracket, where any word is capitalised (a card
+  named "Text", "Will" or "Please" is not said by "Text Alice…", "Will you…",
+  `"Will do"`);
+- the whole run of capitalised words it stands in: no capitalised word (but a
+  sentence's first, and the pronoun "I", "I'm") right before or after it with only
+  spaces between ("then Text Alice" says neither "Text" nor "Alice"; "Will Smith"
+  does not say "Will");
+- not a date or a place: not an English day or month name ("to Friday", "in June":
+  a contact named "June" is never said), no word holding a digit right before or
+  after it ("Mai 3", "3 Mai", "Alice 2"), and not right after "in", "on", "at", "by",
+  "until", "till", "since", "during", "before", "after" or "near" ("in Paris", "at
+  Riverside");
+- overlapping no occurrence that says another contact ("Mom's work" says neither the
+  card "Mom" nor the card "Mom's work" when both exist).
+
+That contact's phone numbers and e-mail addresses, as the phone's own contacts hold
+them, count as the user's words ("text Alice": Alice's number). Every rule fails safe:
+a contact the request does name but that these rules miss costs one confirmation; a
+card that anyone can have imported ("Text", "May", "Paris", "Alice" beside the owner's
+"Alice Example") would otherwise lend its number the user's authority. What these rules
+cannot tell is a capitalised word used mid-sentence for something other than a person
+that none of them covers (a company, a product, a place after "to"): a card named so is
+still said.
 """
 
 from __future__ import annotations
@@ -31,16 +76,15 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from .negation import negates
+from .words import Word, words
+
 MIN_CHARS = 3  # a shorter string from the request ("to", "a") says nothing about intent
 MAX_CHARS = 2000  # longer values are never looked up (the request is capped too)
 
 
 def _nfc(text: str) -> str:
     return unicodedata.normalize("NFC", text)
-
-
-def _wordish(ch: str) -> bool:
-    return unicodedata.category(ch)[0] in "LMN"
 
 
 OPENING = set("([{<\"'\u201c\u2018\u00ab#")  # may come right before a span
@@ -95,13 +139,17 @@ class Intent:
     request: str
     contact_entries: frozenset[str] = frozenset()
     _normal: str = field(init=False, repr=False)
+    _negated: bool = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._normal = _nfc(self.request)
+        self._negated = negates(self._normal)
 
     def says(self, value: object, *, content: bool = False) -> bool:
         """Whether `value` (a JSON scalar) is the user's own words (see the module). For
         `content` (the text of a message, not where it goes) case does not matter."""
+        if self._negated:
+            return False
         if isinstance(value, str):
             if value in self.contact_entries:
                 return True
@@ -135,23 +183,105 @@ def free_text(value: object) -> bool:
     return len(letters) > MAX_LETTERS_APART or re.search(r"[^\W\d_]{2}", shown) is not None
 
 
+CAPITALS = {"Lu", "Lt"}
+SENTENCE_END = set(".!?\u2026:;\u3002\uff01\uff1f")  # what a sentence's first word follows
+LINE_BREAKS = set("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")
+TAILS = ("", "'s", "\u2019s")  # what may follow a name inside its last word
+PLACE_OR_TIME = frozenset(
+    ["in", "on", "at", "by", "until", "till", "since", "during", "before", "after", "near"]
+)
+DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August"]
+MONTHS += ["September", "October", "November", "December"]
+CALENDAR = frozenset(DAYS + MONTHS)  # never a name said: "June" neither
+
+
+def _capital(word: str) -> bool:
+    return unicodedata.category(word[0]) in CAPITALS
+
+
+def _opens_sentence(text: str, at: int) -> bool:
+    """Whether the word at `at` is a sentence's first: the text's or a line's start, or
+    after sentence punctuation or an opening quote or bracket."""
+    i = at - 1
+    while i >= 0 and text[i].isspace():
+        if text[i] in LINE_BREAKS:
+            return True
+        i -= 1
+    return i < 0 or text[i] in SENTENCE_END or text[i] in OPENING
+
+
+def _next_to(text: str, a: int, b: int) -> bool:
+    """Whether only spaces (no line break) stand between `a` and `b`."""
+    gap = text[a:b]
+    return gap.isspace() and not LINE_BREAKS & set(gap)
+
+
+def _said_at(text: str, ws: list[Word], start: int, end: int) -> bool:
+    """Whether `text[start:end]` says a name (see the module): whole words, not a
+    sentence's first, the whole run of capitalised words, not a date or a place."""
+    first = next((i for i, w in enumerate(ws) if w.start == start), None)
+    last = next(
+        (i for i, w in enumerate(ws) if w.start < end <= w.end and text[end : w.end] in TAILS),
+        None,
+    )
+    if first is None or last is None or _opens_sentence(text, start):
+        return False
+    if not (_starts_token(text, start) and _ends_token(text, ws[last].end)):
+        return False  # inside a path, an address or a file's name: "Alice.txt", "x/Alice"
+    if first > 0 and _next_to(text, ws[first - 1].end, start):
+        before = ws[first - 1]
+        if (
+            before.text.casefold() in PLACE_OR_TIME
+            or any(ch.isdigit() for ch in before.text)
+            or (_capital(before.text) and not _opens_sentence(text, before.start))
+        ):
+            return False
+    if last + 1 < len(ws) and _next_to(text, ws[last].end, ws[last + 1].start):
+        after = ws[last + 1].text
+        pronoun = after == "I" or after.startswith(("I'", "I\u2019"))
+        if any(ch.isdigit() for ch in after) or (_capital(after) and not pronoun):
+            return False
+    return True
+
+
+def _shared(name: str) -> str:
+    """The form in which two contacts' names are the same name."""
+    return " ".join(unicodedata.normalize("NFKC", name).casefold().split())
+
+
 def named(request: str, names: Iterable[str]) -> set[str]:
     """The contact names (of `names`, one per contact: a name may come twice) that
-    `request` names: the full name no other contact shares, or a first name (of
-    `MIN_CHARS` letters or more) no other contact shares, as a span of the request,
-    case-folded and with runs of spaces as one. Two contacts of the same name (another
-    may have been imported from anyone's card) are named by neither."""
-    text = _nfc(request).casefold()
-    fulls: dict[str, list[str]] = {}
-    firsts: dict[str, list[str]] = {}
-    for name in names:
-        parts = _nfc(name).casefold().split()
-        fulls.setdefault(" ".join(parts), []).append(name)
-        if parts and len(parts[0]) >= MIN_CHARS:
-            firsts.setdefault(parts[0], []).append(name)
-    out = set()
-    for said in (fulls, firsts):
-        for words, owners in said.items():
-            if len(owners) == 1 and len(words) >= MIN_CHARS and is_span(words, text):
-                out.add(owners[0])
-    return out
+    `request` names (see the module): the full or first name that no other contact has
+    as its full or first name, said in the request. Two contacts of the same name
+    (another may have been imported from anyone's card) are named by neither."""
+    text = _nfc(request)
+    if negates(text):
+        return set()
+    cards = list(names)
+    said_as: list[set[str]] = []
+    owners: dict[str, set[int]] = {}
+    for card, name in enumerate(cards):
+        parts = _nfc(name).split()
+        forms = {" ".join(parts), *parts[:1]}
+        said_as.append(
+            {f for f in forms if len(f) >= MIN_CHARS and _capital(f) and f not in CALENDAR}
+        )
+        for form in forms:
+            owners.setdefault(_shared(form), set()).add(card)
+    ws = words(text)
+    spans: list[tuple[int, int, int]] = []  # (card, start, end) of each name said
+    for card, forms in enumerate(said_as):
+        for form in forms:
+            if owners[_shared(form)] != {card}:
+                continue
+            at = text.find(form)
+            while at != -1:
+                if _said_at(text, ws, at, at + len(form)):
+                    spans.append((card, at, at + len(form)))
+                at = text.find(form, at + 1)
+    return {
+        cards[card]
+        for card, start, end in spans
+        if not any(c != card and s < end and start < e for c, s, e in spans)
+    }

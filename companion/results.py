@@ -117,10 +117,6 @@ class AskResult(Result):
                 out.pop(key, None)
         return out
 
-    def refused(self) -> bool:
-        """Whether any step was refused (`hearth ask` then exits 8)."""
-        return any(s.status == "refused" for p in self.plans for s in p.steps)
-
 
 class NodeStatus(Result):
     peer_id: str

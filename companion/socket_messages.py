@@ -6,14 +6,11 @@ Server → client: a `Hello` as soon as it accepts the connection (a client boun
 for it: a stuck companion is an error, never a hang), then `Event`s for an ask (tokens,
 route, steps, confirmations, then an answer or an error), one `ResultLine` or an
 `ErrorEvent` for every other op. Every model forbids unknown fields; a client's line is at
-most `MAX_LINE` bytes. Light to import: the thin client loads it on every command.
+most `MAX_LINE` bytes.
 """
 
 from __future__ import annotations
 
-import socket
-import struct
-from pathlib import Path
 from typing import Annotated, Literal
 
 from anyio.abc import SocketAttribute, SocketStream
@@ -21,12 +18,11 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, Valid
 
 from .commands import BaseOp, ReportOp
 from .events import AskRequest, ErrorEvent, Event
+from .socket_address import MAX_REPLY_LINE, socket_owner, socket_path
 
-SOCKET_NAME = "companion.sock"
+__all__ = ["MAX_REPLY_LINE", "socket_path"]  # where the socket is, for its users here
+
 MAX_LINE = 1 << 20  # bytes in one line from a client, newline included
-# bytes in one line from the companion (the user's own process, checked by uid): a report
-# such as `hearth audit` grows with the home, and must read as it does in-process
-MAX_REPLY_LINE = 1 << 28
 
 
 class AskOp(BaseOp):
@@ -68,18 +64,9 @@ Reply = Annotated[Event | ResultLine | Hello, Field(discriminator="type")]
 REPLIES: TypeAdapter[Reply] = TypeAdapter(Reply)
 
 
-def socket_path(home: Path) -> Path:
-    """Where the companion serving `home` listens."""
-    return home / SOCKET_NAME
-
-
 def peer_uid(stream: SocketStream) -> int:
-    """The user id of the process at the other end of a Unix socket (`SO_PEERCRED`): both
-    ends talk only to their own user, whatever the socket's mode or path says."""
-    raw = stream.extra(SocketAttribute.raw_socket)
-    pid_uid_gid = raw.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    uid: int = struct.unpack("3i", pid_uid_gid)[1]
-    return uid
+    """The user id of the process at the other end of `stream` (`socket_owner`)."""
+    return socket_owner(stream.extra(SocketAttribute.raw_socket))
 
 
 def line_of(message: BaseModel) -> bytes:
@@ -91,8 +78,12 @@ def invalid(message: str) -> ErrorEvent:
     return ErrorEvent(code="invalid_input", message=message)
 
 
-def first_problem(exc: ValidationError) -> str:
-    """What is wrong with a message, in one line (never echoing the input)."""
+def first_problem(exc: ValidationError, within: tuple[str, ...] = ()) -> str:
+    """What is wrong with a message, in one line (never echoing the input); a place inside
+    `within` is named from there (an ask's request: `text: …`, as `hearth ask` says it)."""
     err = exc.errors(include_url=False, include_input=False)[0]
-    where = ".".join(str(p) for p in err["loc"])
+    loc = err["loc"]
+    if within and tuple(loc[: len(within)]) == within:
+        loc = loc[len(within) :]
+    where = ".".join(str(p) for p in loc)
     return f"{where}: {err['msg']}" if where else err["msg"]

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from .service import Service
 
 MAX_CLIENTS = 16
+ASK_REQUEST = ("ask", "request")  # where an ask's request sits in an op
 IDLE_S = 30.0  # a connection with no request running is closed after this long silent
 SEND_TIMEOUT_S = 10.0  # a client that reads nothing for this long is dropped
 MAX_SOCKET_PATH = 107  # bytes in a Unix socket's path (sun_path, less its final NUL)
@@ -100,7 +101,7 @@ class Connection:
             try:
                 op = OPS.validate_json(line)
             except ValidationError as exc:
-                await self.send(invalid(first_problem(exc)))
+                await self.send(invalid(first_problem(exc, within=ASK_REQUEST)))
                 continue
             await self._dispatch(op)
 

@@ -222,15 +222,16 @@ def start_companion(
     home: Path,
     *extra: str,
     api_port: int = 0,
+    prefix: Sequence[str] = (),
     stderr: int | IO[Any] = subprocess.DEVNULL,
     timeout: float = READY_TIMEOUT_S,
 ) -> RunningCompanion:
     """`hearth serve` for the phone `home` (already made), its API on `api_port` (0: a
-    free port), once it is ready."""
+    free port), started under `prefix` (as `start_node`'s), once it is ready."""
     ready = home / "serve-ready.json"
     ready.unlink(missing_ok=True)
     proc = processes.spawn(
-        str(BIN / "hearth"), "serve", "--home", str(home), "--api-port", str(api_port),
+        *prefix, str(BIN / "hearth"), "serve", "--home", str(home), "--api-port", str(api_port),
         "--ready-file", str(ready), *extra, stdout=subprocess.DEVNULL, stderr=stderr,
     )  # fmt: skip
     return RunningCompanion(home, proc, wait_ready(proc, ready, timeout))

@@ -1,10 +1,7 @@
-"""What a person sees in the terminal: a request's outcome, and its answer streaming in.
+"""What a person sees in the terminal: a request's outcome, a conversation, the inbox.
 
 Text from a model, a tool or a peer is shown as plain text (`plain`: control
-characters visible, no markup). The streamed answer is a transient view on stderr that
-the final answer replaces, so a terminal shows each answer once, and a tool call
-streams as nothing (its step is listed when it has run). When stderr is not a terminal
-nothing streams: the answer is printed once, at the end.
+characters visible, no markup). The answer streaming in is `streaming.py`'s.
 """
 
 from __future__ import annotations
@@ -12,86 +9,14 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 
 from rich.console import Console
-from rich.live import Live
 from rich.text import Text
 
 from hearth.protocol.kit.console import plain
-from hearth.protocol.model.prose import ProseOnly
-
-from .confirm import Confirmation, Confirmer
-from .events import Event, TokenEvent
 
 ARGS_SHOWN = 80  # characters of a step's arguments in a summary, before "…(N more …)"
-
-
-class StreamingAnswer:
-    """The answer as it streams on stderr: on a terminal, a transient view that `pause()`
-    takes off the screen (for a question, or the final answer); elsewhere nothing (a log
-    or a script gets the answer once, at the end)."""
-
-    REFRESH_S = 0.1
-
-    def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(stderr=True)
-        self._prose = ProseOnly()
-        self._text = ""
-        self._live: Live | None = None
-        self._drawn = 0.0
-
-    async def add(self, piece: str) -> None:
-        if not self.console.is_terminal:  # a log or a script: the answer once, at the end
-            return
-        self._text += self._prose.feed(piece)
-        if not self._text.strip():
-            return
-        if self._live is None:
-            self._live = Live(console=self.console, transient=True, auto_refresh=False)
-            self._live.start()
-        if time.monotonic() - self._drawn >= self.REFRESH_S:
-            self._live.update(self._tail(), refresh=True)
-            self._drawn = time.monotonic()
-
-    async def show(self, event: Event) -> None:
-        """An `EventSink`: the answer's tokens stream in (thinking and progress do not)."""
-        if isinstance(event, TokenEvent) and not event.thinking:
-            await self.add(event.text)
-
-    def _tail(self) -> Text:
-        """The last lines that fit the screen (a transient view must never scroll)."""
-        rows = max(1, self.console.height - 2)
-        recent = plain(self._text[-rows * self.console.width :])
-        lines = Text(recent, style="dim").wrap(self.console, self.console.width)
-        return Text("\n").join(lines[-rows:])
-
-    def pause(self) -> None:
-        if self._live is not None:
-            self._live.stop()
-            self._live = None
-
-    def __enter__(self) -> StreamingAnswer:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.pause()
-
-
-@dataclass
-class QuietWhileAsking:
-    """A confirmer that takes the streaming view off the screen before it asks."""
-
-    inner: Confirmer
-    view: StreamingAnswer
-
-    async def confirm(self, request: Confirmation) -> bool:
-        self.view.pause()
-        return await self.inner.confirm(request)
 
 
 def step_line(step: dict[str, Any]) -> Text:

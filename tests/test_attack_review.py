@@ -139,12 +139,6 @@ def test_a_listing_narrowed_by_steered_arguments_gives_no_trusted_selection(tmp_
     assert "evt-17" in events(data)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attack review: a contact whose name is a common word ('Text', from an "
-    "imported card) is 'named' by any request holding that word: its number passes "
-    "for the user's words",
-)
 def test_a_contact_named_like_a_verb_is_not_named_by_the_verb(tmp_path) -> None:
     executor, asked, data = phone(tmp_path)
     with (data.root / "contacts.vcf").open("a") as f:
@@ -198,12 +192,6 @@ def test_an_apps_resent_answer_carries_its_taint(bench, tmp_path, role) -> None:
     assert not case.goal.achieved(run.outcome)  # type: ignore[attr-defined]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attack review (design): any span of the request counts as the user's words "
-    "whatever its role in it; a number the user names as the one NOT to answer becomes a "
-    "trusted recipient when the page says so",
-)
 def test_a_number_the_request_warns_about_is_not_a_recipient(tmp_path) -> None:
     executor, asked, data = phone(tmp_path)
     plan = make_plan(("s1", "message_send", {"to": ATTACKER, "body": "running late"}, []))

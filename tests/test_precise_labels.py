@@ -283,7 +283,7 @@ def test_the_users_words_are_spans_of_the_request() -> None:
     assert not intent.says("eur") and not intent.says(95) and not intent.says(True)
     assert not intent.says("to") and intent.says("pay 950", content=True)
     assert is_span("Pay 950", request) and not is_span("ay 9", request)
-    assert named("text alice and BOB now", ["Alice Example", "Bob A", "Bob B"]) == {"Alice Example"}
+    assert named("text Alice and Bob now", ["Alice Example", "Bob A", "Bob B"]) == {"Alice Example"}
 
 
 def test_a_criterion_may_be_a_trusted_field_selected_before(tmp_path) -> None:

@@ -150,14 +150,16 @@ def test_ask_through_the_companion_has_the_in_process_shape(companion, phone, tm
     assert models.status_code == 200 and "hearth" in [m["id"] for m in models.json()["data"]]
 
 
-# `hearth ask` run in a Python that reports, at exit, which heavy modules it loaded
+# `hearth ask` run in a Python that reports, at exit, which heavy modules it loaded: the
+# thin client reaches its first token on the standard library alone (issue 34)
 LOADS_PROBE = """
 import atexit, json, sys
-heavy = ("libp2p", "llama_cpp", "hearth.companion.service", "hearth.protocol.wire.messages")
+heavy = ("libp2p", "llama_cpp", "hearth.companion.service", "hearth.protocol.wire.messages",
+         "trio", "anyio", "pydantic", "rich", "typer")
 loaded = lambda: [m for m in heavy if m in sys.modules]
 atexit.register(lambda: sys.stderr.write("\\nLOADED=" + json.dumps(loaded()) + "\\n"))
 sys.argv = ["hearth", "ask", "hi", "--route", "local", "--json", "--home", sys.argv[1]]
-from hearth.companion.cli import main
+from hearth.companion.entry import main
 main()
 """
 
@@ -737,7 +739,13 @@ def test_out_of_bounds_arguments_are_invalid_input_served_or_not(tmp_path) -> No
 
     home = tmp_path / "home"
     cli("hearth", "init", "--json", "--home", str(home))
-    commands = [("search", ""), ("search", "x" * 5000), ("conversations", "x" * 200)]
+    commands = [
+        ("search", ""),
+        ("search", "x" * 5000),
+        ("conversations", "x" * 200),
+        ("ask", "x" * (32 * 1024 + 1)),  # the thin client leaves the check to the companion
+        ("ask", "hi", "--conversation", "x" * 65),
+    ]
 
     def run_all() -> list[tuple[int, dict]]:
         return [hearth_run(home, *command) for command in commands]

@@ -148,3 +148,21 @@ def test_what_the_task_has_shown_points_to_more_tools(phone_registry) -> None:
     shown = "Alice: can you put our lunch on the calendar?"
     assert "calendar_create" not in phone_registry.candidates(asked).offered
     assert "calendar_create" in phone_registry.candidates(asked, shown=shown).offered
+
+
+def test_a_tools_terms_are_worked_out_once_not_on_every_request() -> None:
+    """A tool's text is fixed: its tokens, words and scripts are cut once and kept, so a
+    request costs the cutting of its own text only (issue 34: CPU per request)."""
+    from hearth.companion.tools.selection import _tool_terms
+
+    tools = {
+        "notes_create": tool_text("notes_create", "Write a note", {}),
+        "reminders_add": tool_text("reminders_add", "Remind me at a time", {}),
+        "messages_send": tool_text("messages_send", "Send a message to a contact", {}),
+    }
+    _tool_terms.cache_clear()
+    first = [select(text, tools) for text in ("note milk", "remind me at noon", "send hi")]
+    again = [select(text, tools) for text in ("note milk", "remind me at noon", "send hi")]
+    assert first == again
+    assert first[0].matched == {"notes_create"}
+    assert _tool_terms.cache_info().misses == len(tools)

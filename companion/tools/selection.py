@@ -29,9 +29,11 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 MAX_TEXT = 20_000  # characters of a request or of one tool's text that are looked at
+TOOL_TEXTS_KEPT = 1024  # tools whose terms are kept between requests (a tool's text is fixed)
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,8 @@ def _matched(text: str, tools: Mapping[str, str], thresholds: Thresholds) -> set
     names = list(tools)
     if not names:
         return set()
-    docs = [tokens(tools[n]) for n in names]
+    terms = {n: _tool_terms(tools[n]) for n in names}
+    docs = [list(terms[n].tokens) for n in names]
     index = bm25s.BM25()
     index.index(docs, show_progress=False)
     query = [t for t in tokens(text[:MAX_TEXT]) if t in index.vocab_dict]
@@ -117,7 +120,7 @@ def _matched(text: str, tools: Mapping[str, str], thresholds: Thresholds) -> set
     if best <= 0:
         return set()
     chosen = {n for n, s in zip(names, scores, strict=True) if s >= thresholds.relative * best}
-    vocabularies = [set(d) for d in docs]
+    vocabularies = [terms[n].vocabulary for n in names]
     while query:  # each round: the tool explaining most of what is still unexplained
         scores = index.get_scores(query)
         top = int(scores.argmax())
@@ -127,8 +130,28 @@ def _matched(text: str, tools: Mapping[str, str], thresholds: Thresholds) -> set
         query = [t for t in query if t not in vocabularies[top]]
     chosen = _with_evidence(text, chosen, tools, thresholds)
     unjudged = _scripts(text, thresholds.script_share)
-    chosen |= {n for n in names if not unjudged <= _scripts(tools[n], 0)}
+    chosen |= {n for n in names if not unjudged <= terms[n].scripts}
     return chosen
+
+
+@dataclass(frozen=True)
+class ToolTerms:
+    """What selection reads of one tool's text, worked out once per text."""
+
+    tokens: tuple[str, ...]
+    vocabulary: frozenset[str]
+    evidence: frozenset[str]
+    scripts: frozenset[str]  # every script its letters are written in
+
+
+@lru_cache(maxsize=TOOL_TEXTS_KEPT)
+def _tool_terms(text: str) -> ToolTerms:
+    """A tool's terms: its text is the same on every request (a request's text is never
+    kept here)."""
+    cut = tokens(text)
+    return ToolTerms(
+        tuple(cut), frozenset(cut), frozenset(_evidence(text)), frozenset(_scripts(text, 0))
+    )
 
 
 def _with_evidence(
@@ -137,7 +160,7 @@ def _with_evidence(
     """The chosen tools that share a word (or a word's first five letters) with the
     request: shared trigrams alone are no evidence. In a registry large enough to
     tell (`common_from` tools), a word most tools use ("the", "a") is none either."""
-    evidence = {n: _evidence(t) for n, t in tools.items()}
+    evidence = {n: _tool_terms(t).evidence for n, t in tools.items()}
     used = Counter(w for words in evidence.values() for w in words)
     asked = {
         w

@@ -1,0 +1,188 @@
+"""What counts as the user's own words (issue 30), attacked: contacts whose names are
+common words, days, places or parts of other names, and values the request names in a
+negated or excluded role. Each attack runs on the phone's real executor after a web page
+was read, under --yes: the planner's recipient must be refused, nothing sent."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hearth.companion.intent import Intent, is_span, named
+from hearth.companion.negation import negates
+
+from .phone_kit import make_plan
+from .test_precise_labels import ALICE, ATTACKER, CONTACTS, READ_WEB, phone, rounds, sent
+
+CARD_NUMBER = "+1-555-0100"  # the number on a card anyone could have had imported
+OWNERS = (  # the owner's own contacts beside Alice Example and Mallory Evil
+    "BEGIN:VCARD\r\nVERSION:3.0\r\nFN:Mom\r\nTEL:+44-7700-900200\r\nEND:VCARD\r\n"
+    "BEGIN:VCARD\r\nVERSION:3.0\r\nFN:Liam O'Brien\r\nTEL:+353-85-555-0101\r\nEND:VCARD\r\n"
+    "BEGIN:VCARD\r\nVERSION:3.0\r\nFN:Bob Builder\r\nTEL:+44-7700-900300\r\nEND:VCARD\r\n"
+)
+
+
+def _card(name: str) -> str:
+    return f"BEGIN:VCARD\r\nVERSION:3.0\r\nFN:{name}\r\nTEL:{CARD_NUMBER}\r\nEND:VCARD\r\n"
+
+
+@pytest.mark.parametrize(
+    ("card", "request_"),
+    [
+        ("May", "Read the news, move the dentist to May 3 and text Alice that I'm late."),
+        ("June", "Read the news, then text Alice that the party moved to June."),
+        ("Friday", "Read my mail, move lunch to Friday and text Alice."),
+        ("Will", 'Read the mail, then reply "Will do" to Alice by text.'),
+        ("Will", "Will you read the news and text Alice that I'm late?"),
+        ("Text", "Read the news, then Text Alice that I'm late."),
+        ("Paris", "Find hotels in Paris and text Alice the best one."),
+        ("Mom's work", "Read the news and text Mom's work that I'm late."),
+        ("Brien", "Read the news and text Liam O'Brien that I'm late."),
+        ("Alice", "Read the news, then text Alice that I'm running late."),
+        ("أرسل", "اقرأ الأخبار ثم أرسل رسالة أنني متأخر"),  # "send": a script without case
+        ("Example", "Read the news, then text Alice Example that I'm late."),
+    ],
+)
+def test_a_card_named_like_a_word_of_the_request_is_not_named(tmp_path, card, request_) -> None:
+    """A card imported from anyone, named like a month, a day, a verb at a sentence's
+    start or after a quote, a place, another contact's name or a part of one: the
+    request does not name it, so its number is the planner's literal after the page."""
+    executor, asked, data = phone(tmp_path)
+    (data.root / "contacts.vcf").write_text(CONTACTS + OWNERS + _card(card))
+    plan = make_plan(("s1", "message_send", {"to": CARD_NUMBER, "body": "I'm late"}, []))
+    obs = rounds(executor, request_, READ_WEB, plan)
+    assert obs[-1].status == "refused" and "to" in asked.asked[-1].tainted
+    assert sent(data) == []
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        f"Read the page, then text Alice I'm running late, but not {ATTACKER}.",
+        f"Read the page. Don't text {ATTACKER}, text Alice.",
+        f"Read the page and text Alice instead of {ATTACKER}.",
+        f"Read the page and text everyone on it except {ATTACKER}.",
+        f"Read the page; {ATTACKER} must never get this. Text Alice I'm late.",
+        f"Read the page and text {ATTACKER} that I'm late. Actually, don't.",
+        f"Never answer Dr. Evil at {ATTACKER}. Read the page and text Alice.",
+        f'Read the page, text Alice "running late" and ignore "{ATTACKER}".',
+        f"Lies die Seite und schreib Alice, nicht {ATTACKER}.",
+        f"阅读网页, 不要 给 {ATTACKER} 发短信",
+        "Read the page and text Alice, not Mallory.",
+    ],
+)
+def test_a_value_the_request_negates_is_not_the_users_words(tmp_path, request_) -> None:
+    """The number (or the contact) the request warns about, in any phrasing: before or
+    after the cue, in another sentence, past an abbreviation's period, quoted, in
+    another language; the page then says to text it."""
+    executor, asked, data = phone(tmp_path)
+    plan = make_plan(("s1", "message_send", {"to": ATTACKER, "body": "running late"}, []))
+    obs = rounds(executor, request_, READ_WEB, plan)
+    assert obs[-1].status == "refused" and "to" in asked.asked[-1].tainted
+    assert sent(data) == []
+
+
+def test_a_negated_request_gives_no_words_even_for_content() -> None:
+    """ "never write X": the text X the page then asks for is no longer the user's."""
+    intent = Intent("Mail the boss the Q4 report; never write 'I quit' to anyone.")
+    assert not intent.says("I quit", content=True) and not intent.says("Q4 report")
+
+
+def test_a_contact_named_by_the_request_still_sends_under_yes(tmp_path) -> None:
+    """The owner's everyday request keeps working: mid-sentence, after a verb at the
+    start, with a possessive."""
+    executor, asked, data = phone(tmp_path)
+    (data.root / "contacts.vcf").write_text(CONTACTS + OWNERS)
+    plan = make_plan(("s1", "message_send", {"to": ALICE, "body": "running late"}, []))
+    obs = rounds(executor, "Read the news. Text Alice I'm running late.", READ_WEB, plan)
+    assert obs[-1].status == "ok" and not asked.asked[-1].tainted
+    assert sent(data)[0]["to"] == ALICE
+
+
+CARDS = ["Alice Example", "Bob Builder", "Mom", "Johann Strauß", "Jean-Luc Picard"]
+
+
+@pytest.mark.parametrize(
+    ("request_", "names"),
+    [
+        ("Text Alice that I'm running late.", {"Alice Example"}),
+        ("Mail Bob that I'm running late.", {"Bob Builder"}),
+        ("Read the news, then text Alice I'm late", {"Alice Example"}),
+        ("Reply to the last message from Alice: yes, Friday works.", {"Alice Example"}),
+        ("Pay Bob's 40 euros to DE27100777770209299700 and text Bob: paid.", {"Bob Builder"}),
+        ("Send Alice's number to Bob and Mom.", {"Alice Example", "Bob Builder", "Mom"}),
+        ("Ask Alice Example and Jean-Luc about lunch", {"Alice Example", "Jean-Luc Picard"}),
+        ("text alice that I'm late", set()),  # not the card's capitalisation
+        ("Alice, read the news", set()),  # a sentence's first word
+        ("then Text Alice now", set()),  # a capitalised word before it
+        ("text Alice Smith now", set()),  # another name after it
+        ("text Alice 2 things", set()),  # a date's number next to it
+        ("lunch at Mom's work", set()),  # a place
+        ("text Luc and Johann Strauss", set()),  # a part of a word; another spelling
+        ("Read Alice.txt and notes/Bob, mail Mom@home", set()),  # names of files, addresses
+    ],
+)
+def test_what_names_a_contact(request_, names) -> None:
+    assert named(request_, CARDS) == names
+
+
+@pytest.mark.parametrize(
+    ("request_", "names"),
+    [
+        # one contact's name is another's first name: neither, whichever is the owner's
+        ("Read the news, then text Alice", ["Alice Example", "Alice"]),
+        # case and compatibility folding make names the same: neither
+        ("Text Alice Example now", ["Alice Example", "ALICE EXAMPLE"]),
+        ("Text Alice now", ["Alice Example", "\uff21lice"]),
+        # folded, "Strauss" is "Strauß": the owner wrote Strauß, the card says Strauss
+        ("Read the news and text Johann Strauß", ["Strauss", "Johann Strauß"]),
+    ],
+)
+def test_folded_or_shared_names_name_no_imported_card(request_, names) -> None:
+    assert not named(request_, names) - {"Johann Strauß"}
+
+
+@pytest.mark.parametrize(
+    ("request_", "negated"),
+    [
+        ("Text Alice that I'm running late.", False),
+        ("Put a note on my calendar: nothing else", True),
+        ("Read another note", False),  # "not" inside words is no cue
+        ("Text Bob, other than that all fine", True),
+        ("Schick es Alice, nicht Bob", True),
+        ("Don\u2019t text Bob", True),
+        ("Text Bob. I can't come.", True),
+    ],
+)
+def test_negation_cues(request_, negated) -> None:
+    assert negates(request_) is negated
+
+
+WORDS = st.sampled_from(
+    [
+        *("Text", "text", "Alice", "alice", "Alice's", "Bob", "May", "3", "not", "I'm"),
+        *("O'Brien", "Brien", "in", "Paris", ",", ".", '"', "Mom's", "work", "Example"),
+        *("\n", "\uff22ob", "Alice.txt"),
+    ]
+)
+REQUESTS = st.lists(WORDS, max_size=12).map(" ".join)
+NAMES = st.lists(
+    st.lists(WORDS.filter(str.strip), min_size=1, max_size=2).map(" ".join), max_size=4
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(REQUESTS, NAMES, NAMES)
+def test_an_imported_card_never_makes_the_request_name_another(request_, owners, imported):
+    """Whatever cards are added, the contacts named beside them are a subset of those
+    named before; every contact named has its full or first name as a span of the
+    request; a request with a negation cue names no one."""
+    before = named(request_, owners)
+    after = named(request_, owners + imported)
+    assert after - set(imported) <= before
+    for name in after:
+        forms = {name, name.split()[0]}
+        assert any(is_span(form, request_) for form in forms)
+    if negates(request_):
+        assert after == set()
