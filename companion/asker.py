@@ -202,7 +202,8 @@ class Asker:
         )
         limits = service.settings.limits
         model = link.model if friend is None else None  # a friend's context is not known
-        tools, matched = remote_tools(service, turn.request.text)
+        shown = turn.prompt.shown(where, sent)
+        tools, matched = remote_tools(service, turn.request.text, shown)
         tools = turn.prompt.offer(
             tools,
             matched,
@@ -220,7 +221,8 @@ class Asker:
             egress=turn.executor.egress,
             documents_sent=sent,
         )
-        return await answer_remotely(link, turn, request, route, friend, sent)
+        n_ctx = model.n_ctx if model is not None else 0
+        return await answer_remotely(link, turn, request, route, friend, sent, n_ctx)
 
 
 def _follows(attempt: Attempt, previous: Outcome | None) -> bool:
@@ -240,11 +242,13 @@ def candidates(service: Service, text: str) -> list[ToolSpec]:
     return registry.specs(set(registry.candidates(text).matched))
 
 
-def remote_tools(service: Service, text: str) -> tuple[list[ToolSpec], frozenset[str]]:
+def remote_tools(
+    service: Service, text: str, shown: str = ""
+) -> tuple[list[ToolSpec], frozenset[str]]:
     """The request's candidate tools among those the policy lets out (all of them
-    when the text points to none; the egress drops never-remote ones again), and
-    those its words point to."""
+    when the text points to none; the egress drops never-remote ones again), with those
+    what the planner is `shown` beside it points to, and those its words point to."""
     registry = service.registry
     allowed = set(registry.tools) - set(service.policy.never_remote_tools)
-    selection = registry.candidates(text, allowed)
+    selection = registry.candidates(text, allowed, shown=shown)
     return registry.specs(set(selection.offered)), selection.matched

@@ -10,7 +10,10 @@ approval per plan, irreversible ones a confirmation per step).
 Every value carries labels (`labels.py`): a literal the planner wrote after the
 session saw untrusted input (or any literal of a friend's planner) is untrusted, unless
 it is the user's own words (`intent.py`); a plan's literals are judged by what the
-session had seen when the plan arrived (its steps are all written before any runs). An
+session had seen when the plan arrived (its steps are all written before any runs). A
+session knows where its planner read private data (an earlier turn, a document, a
+result it was shown): a literal the planner writes into an open-world tool after that may
+carry the data out, and forces a confirmation, unless it is the user's own words. An
 object's keys and the part of a result a `$ref` path picks are literals too. A `$ref`
 carries the labels of the result it names; a `$ref` selection (`where`, `select`,
 `pick`) picks an entry of a listing on the phone, and a key field of the owner's own
@@ -37,7 +40,7 @@ from typing import Any, Literal
 import anyio
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
-from hearth.protocol.wire.messages import Limits, Observation, Plan, PlanStep
+from hearth.protocol.wire.messages import Limits, Observation, Plan, PlanStep, UntrustedInput
 
 from .audit import AuditLog, AuditRecord, args_hash
 from .confirm import Confirmation, Confirmer
@@ -58,10 +61,12 @@ OnStep = Callable[[Plan, PlanStep, StepOutcome | None], Awaitable[None]]
 @dataclass
 class SessionState:
     """One plan session: the untrusted sources it has seen (then planner-written
-    literals count as tainted), the limits the phone asked for, if any, and the user's
-    own request (a value from it is the user's intent: see `intent.py`)."""
+    literals count as tainted), where its planner read private data (then its literals
+    in an open-world tool may carry it out), the limits the phone asked for, if any, and
+    the user's own request (a value from it is the user's intent: see `intent.py`)."""
 
     tainted_by: set[str] = field(default_factory=set)
+    read_private: set[str] = field(default_factory=set)
     limits: Limits | None = None
     started: float = field(default_factory=time.monotonic)
     steps_planned: int = 0
@@ -81,6 +86,7 @@ class PlanRun:
     approved: bool = False  # the plan's reversible writes were approved
     resumed_from: float | None = None  # resumed: when (wall clock) the plan was accepted
     planned: frozenset[str] = frozenset()  # the session's taint when the plan was written
+    planned_private: frozenset[str] = frozenset()  # its private reads by then
     tools: dict[str, Tool] = field(default_factory=dict)  # of the steps run, by step id
     steered: set[str] = field(default_factory=set)  # steps whose arguments were steered
 
@@ -88,6 +94,14 @@ class PlanRun:
         # every literal of a plan was written before any of its steps ran: the planner
         # read no more than the session had seen (and the plan says it read)
         self.planned = frozenset(self.session.tainted_by)
+        self.planned_private = frozenset(self.session.read_private)
+
+    @property
+    def destination(self) -> Destination:
+        """Where the plan's planner is: what it is shown of the results."""
+        if self.friend:
+            return Destination.FRIEND
+        return Destination.HOME if self.remote else Destination.PHONE
 
     def lapsed(self) -> str | None:
         """Why a resumed plan may start no more tools: it expired, or the clock is
@@ -123,9 +137,24 @@ class PlanRun:
             free_text(v) and not self.intent.says(v, content=True) for v in gathered.literals
         )
 
+    def wrote_after_private(self, gathered: Gathered, *, content: bool) -> bool:
+        """Whether the planner wrote a value into the argument after it read private data,
+        other than the user's own words (for `content`, case folded): the value may be
+        that data."""
+        if not self.planned_private:
+            return False
+        return any(
+            _carries(v) and not self.intent.says(v, content=content) for v in gathered.literals
+        )
+
     @property
     def intent(self) -> Intent:
         return self.session.intent or Intent(self.session.request)
+
+
+def _carries(value: Any) -> bool:
+    """Whether a literal can hold data (a boolean, null or an empty string holds none)."""
+    return not (value is None or isinstance(value, bool) or value == "")
 
 
 @dataclass
@@ -365,6 +394,15 @@ def _past_deadline(state: SessionState) -> bool:
     return limits is not None and time.monotonic() - state.started > limits.deadline_s
 
 
+def read_by_node(inputs: list[UntrustedInput]) -> set[str]:
+    """The untrusted sources a node says its planner read itself (a web result, a
+    document), as the session names them (a document as the prompt does)."""
+    return {
+        f"document:{s.source}" if s.tool == "document" else f"{s.tool} ({s.source})"
+        for s in inputs
+    }
+
+
 def _tool_labels(tool: Tool) -> Labels:
     """What a tool adds to whatever it returns."""
     where = "" if tool.source == BUILTIN else f" ({tool.source})"
@@ -432,12 +470,16 @@ class Executor:
             self._audit(plan, "-", {}, "refused", exc.message, "refused")
             raise
         state.steps_planned += len(plan.steps)
-        state.tainted_by |= {f"{s.tool} ({s.source})" for s in plan.untrusted_inputs}
+        state.tainted_by |= read_by_node(plan.untrusted_inputs)
         await self._know_intent(state)
         run = PlanRun(plan, state, friend, remote)
         try:
             check_structure(plan)
-            session = SessionRecord(tainted_by=frozenset(state.tainted_by), friend=friend)
+            session = SessionRecord(
+                tainted_by=frozenset(state.tainted_by),
+                read_private=frozenset(state.read_private),
+                friend=friend,
+            )
             self.journal.accept(
                 plan.plan_id, plan.signer, plan.request_id, plan.model_dump_json(), session
             )
@@ -468,7 +510,9 @@ class Executor:
             records = self.journal.steps(plan_id)
             run = PlanRun(
                 plan,
-                SessionState(tainted_by=set(session.tainted_by)),
+                SessionState(
+                    tainted_by=set(session.tainted_by), read_private=set(session.read_private)
+                ),
                 session.friend,
                 remote=plan.signer != plan.audience,  # a local plan is the phone's own
                 resumed_from=accepted_at,
@@ -477,6 +521,7 @@ class Executor:
                 record = records.get(step.id)
                 if record is not None and record.state != "running":
                     run.session.tainted_by |= record.labels.untrusted  # errors taint too
+                    self._read(run, step.tool, record.labels)
                     if record.state == "ok":
                         run.results[step.id] = (record.result, record.labels)
                         tool = self.registry.tools.get(step.tool)
@@ -555,7 +600,9 @@ class Executor:
             self.journal.finished(
                 plan.plan_id, step.id, "refused", error=exc.message, tool=step.tool, labels=labels
             )
-            return self._outcome(run, StepOutcome(step.id, "refused", labels, error=exc.message))
+            return self._outcome(
+                run, step, StepOutcome(step.id, "refused", labels, error=exc.message)
+            )
         return await self._run(run, step, tool, tier, args, labels, decision)
 
     @staticmethod
@@ -582,13 +629,14 @@ class Executor:
         self, tool: Tool, tier: Tier, run: PlanRun, gathered: dict[str, Gathered]
     ) -> dict[str, str]:
         """Arguments untrusted input could have chosen, each with its sources: control
-        arguments of a sensitive tool, and the content of a write planned after untrusted
-        input that carries untrusted text."""
-        tainted: dict[str, str] = {}
+        arguments of a sensitive tool, the content of a write planned after untrusted
+        input that carries untrusted text, and what the planner wrote into an open-world
+        tool after it read private data."""
+        tainted: dict[str, list[str]] = {}
         if tool.sensitive:
             for arg in sorted(tool.control_args & set(gathered)):
                 if steered := self._steered(run, gathered[arg]):
-                    tainted[arg] = steered
+                    tainted.setdefault(arg, []).append(steered)
         writes = tier in (Tier.REVERSIBLE, Tier.IRREVERSIBLE)
         if writes and (run.planned or run.friend):
             for arg in sorted(set(gathered) - tool.control_args):
@@ -599,8 +647,16 @@ class Executor:
                 if run.wrote_text_after_untrusted(g):
                     reasons.append(self._writer(run))
                 if reasons:
-                    tainted[arg] = "content " + "; ".join(reasons)
-        return tainted
+                    tainted.setdefault(arg, []).append("content " + "; ".join(reasons))
+        if tool.annotations.open_world and run.planned_private:
+            read = ", ".join(sorted(run.planned_private))
+            for arg in sorted(gathered):
+                content = arg not in tool.control_args
+                if run.wrote_after_private(gathered[arg], content=content):
+                    tainted.setdefault(arg, []).append(
+                        f"written by the planner after it read private data ({read})"
+                    )
+        return {arg: "; ".join(reasons) for arg, reasons in tainted.items()}
 
     def _steered(self, run: PlanRun, g: Gathered) -> str:
         reasons = []
@@ -713,7 +769,9 @@ class Executor:
         self._audit(plan, step.id, args, decision, tier.value, "ok")
         run.results[step.id] = (result, labels)
         source = tool.source if tool.untrusted_results else None
-        return self._outcome(run, StepOutcome(step.id, "ok", labels, result=result, source=source))
+        return self._outcome(
+            run, step, StepOutcome(step.id, "ok", labels, result=result, source=source)
+        )
 
     def _failed(
         self,
@@ -731,14 +789,21 @@ class Executor:
             plan.plan_id, step.id, status, error=detail, tool=step.tool, labels=labels
         )
         self._audit(plan, step.id, args, decision, detail, status)
-        return self._outcome(run, StepOutcome(step.id, status, labels, error=error))
+        return self._outcome(run, step, StepOutcome(step.id, status, labels, error=error))
 
-    @staticmethod
-    def _outcome(run: PlanRun, outcome: StepOutcome) -> StepOutcome:
+    def _outcome(self, run: PlanRun, step: PlanStep, outcome: StepOutcome) -> StepOutcome:
         """Untrusted text taints the rest of the session (also the rest of this plan:
-        the safe side, whether or not the planner gets to read it)."""
+        the safe side, whether or not the planner gets to read it); a private value the
+        planner is shown is a private read of the session."""
         run.session.tainted_by |= outcome.labels.untrusted
+        self._read(run, step.tool, outcome.labels)
         return outcome
+
+    def _read(self, run: PlanRun, tool: str, labels: Labels) -> None:
+        """A step's result (or error) of `labels` as its planner is shown it: a private
+        value it may see is a private read of the session."""
+        if labels.private and self.egress.allows(labels, run.destination):
+            run.session.read_private.add(f"{tool} result")
 
     def _audit(
         self, plan: Plan, step: str, args: dict[str, Any], decision: str, reason: str, outcome: str

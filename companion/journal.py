@@ -4,10 +4,10 @@ A plan id is accepted once, ever (replays are refused). After a crash the next s
 finds accepted plans that did not finish: completed steps keep their results and are
 not run again; a step caught mid-run is rerun only if its tool is idempotent; a
 plan past its expiry runs no more steps.
-Each plan keeps the session it ran in (the untrusted sources seen so far, whether a
-friend planned it) and each result its labels, so a resumed plan gets back exactly
-the labels and the taint it had. Rows from before labels existed resume with the
-strictest labels.
+Each plan keeps the session it ran in (the untrusted sources seen so far, where its
+planner read private data, whether a friend planned it) and each result its labels, so
+a resumed plan gets back exactly the labels and the taint it had. Rows from before
+labels existed resume with the strictest labels.
 """
 
 from __future__ import annotations
@@ -41,12 +41,16 @@ CREATE TABLE IF NOT EXISTS steps (
 """
 
 
+UNKNOWN_READS = "a plan journaled before its private reads were kept"
+
+
 class SessionRecord(BaseModel):
     """The session a plan ran in, as far as its labels go."""
 
     model_config = ConfigDict(frozen=True)
 
     tainted_by: frozenset[str] = UNLABELLED.untrusted
+    read_private: frozenset[str] = frozenset({UNKNOWN_READS})
     friend: bool = True
 
 

@@ -14,6 +14,7 @@ phone's own, the home's or a friend's.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from functools import reduce
 
@@ -25,15 +26,17 @@ from hearth.protocol.wire.messages import ChatMessage, DeviceContext, Limits, Pl
 
 from .conversations import KeptTurn, labelled_history
 from .documents import Document, within_a_frame
-from .egress import Destination, Egress
+from .egress import REDACTED, REDACTED_ERROR, Destination, Egress
 from .events import AskRequest
 from .labels import CLEAN, Labels
 
 APP_TOOL_RESULT = "a tool result the app handed in"
+EARLIER_TURN = "an earlier turn"  # where a session read private history
 APP_ANSWER = "an answer the app handed in"
 CHARS_PER_TOKEN = 3  # schemas and text: counted long (real tokenizers give 3.5 to 4)
 TEMPLATE_TOKENS = 512  # the chat template, the tool-call format, the system prompt
 INERT = Inert()  # the common templates' markers: every model here is read through one
+REDACTED_JSON = json.dumps(REDACTED)  # a redacted result, as history shows it
 
 
 def document_labels(document: Document) -> Labels:
@@ -75,10 +78,35 @@ class Prompt:
     def labels(self, destination: Destination, documents_sent: list[bool] | None = None) -> Labels:
         """Everything `destination`'s planner reads, its labels joined: what its session
         starts with (`documents_sent`: which documents go to it; the phone reads all)."""
-        sent = documents_sent if documents_sent is not None else [True] * len(self.documents)
         read = [labels for _, labels in self.history.get(destination, [])]
-        read += [document_labels(d) for d, ok in zip(self.documents, sent, strict=False) if ok]
+        read += [document_labels(d) for d in self._sent(documents_sent)]
         return reduce(Labels.__or__, read, CLEAN)
+
+    def private_reads(
+        self, destination: Destination, documents_sent: list[bool] | None = None
+    ) -> frozenset[str]:
+        """Where `destination`'s planner reads private data in its input: an earlier turn
+        it may see whole, a document (`document:NAME`)."""
+        history = self.history.get(destination, [])
+        turns = {EARLIER_TURN for _, labels in history if labels.private}
+        return frozenset(turns | {f"document:{d.name}" for d in self._sent(documents_sent)})
+
+    def shown(self, destination: Destination, documents_sent: list[bool] | None = None) -> str:
+        """What `destination`'s planner is shown beside the request (the earlier messages,
+        newest first, and the documents sent): what the tools it is offered are chosen
+        from too. A redaction points to no tool."""
+        earlier = [
+            m.content
+            for m, _ in reversed(self.history.get(destination, []))
+            if REDACTED_ERROR not in m.content and m.content != REDACTED_JSON
+        ]
+        return "\n".join([*earlier, *(d.text for d in self._sent(documents_sent))])
+
+    def _sent(self, documents_sent: list[bool] | None) -> list[Document]:
+        """The documents that go to the planner (`None`: all, as on the phone)."""
+        if documents_sent is None:
+            return list(self.documents)
+        return [d for d, ok in zip(self.documents, documents_sent, strict=False) if ok]
 
     def offer(
         self,

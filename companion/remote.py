@@ -4,7 +4,9 @@ friend's node (dialled through the same host, directly or through relays).
 The node plans; each signed plan runs through the phone's executor and its
 observations go back through the egress filter. A plan's signer must hold the
 `planner` role now; a friend's plans run on the executor's friend path (each of their
-literals untrusted). The session is bounded twice: by
+literals untrusted). Each round's observations offer the planner the tools what the
+rounds so far showed it points to (`more_tools`), so a tool a later step needs is
+offered by the round that needs it. The session is bounded twice: by
 keepalive (a node that goes silent is dropped within `KEEPALIVE_BOUND_S`) and by the
 request's own deadline (a node that stays alive but never ends the session, say by
 holding back `Final`, is cut off when `limits.deadline_s` has passed).
@@ -12,6 +14,8 @@ holding back `Final`, is cut off when `limits.deadline_s` has passed).
 
 from __future__ import annotations
 
+import contextlib
+import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -19,16 +23,16 @@ from dataclasses import dataclass
 import anyio
 
 from hearth.protocol.transport.keepalive import watch
-from hearth.protocol.transport.plans import PLAN_PROTOCOL, PlanOutcome, run_plan_session
+from hearth.protocol.transport.plans import PLAN_PROTOCOL, Offer, PlanOutcome, run_plan_session
 from hearth.protocol.transport.taskgroups import single_error
 from hearth.protocol.wire.errors import ErrorCode, HearthError
-from hearth.protocol.wire.messages import Observation, Plan, PlanRequest, Token, Usage
+from hearth.protocol.wire.messages import Observation, Plan, PlanRequest, Token, ToolSpec, Usage
 from hearth.protocol.wire.roster import Role
 
 from .documents import DocumentProgress
-from .egress import Destination
+from .egress import REDACTED, REDACTED_ERROR, Destination
 from .events import TokenEvent
-from .executor import SessionState
+from .executor import SessionState, read_by_node
 from .friends import FriendPlanner, named
 from .labels import Labels
 from .link import KEEPALIVE_BOUND_S, NodeLink
@@ -65,11 +69,13 @@ async def plan_session(
     on_plan: OnPlan,
     friend: FriendPlanner | None = None,
     documents_sent: list[bool] | None = None,
+    offer: Offer | None = None,
 ) -> Session:
     """One plan session for `request` with the home node (or `friend`'s), each plan
-    handed to `on_plan`. It starts with the taint of everything the planner reads;
-    the phone holds the planner to the request's limits. A silent node is
-    `unreachable`, one that outlasts the deadline `timed_out`."""
+    handed to `on_plan` (`offer`: the tools each round's observations bring). It starts
+    with the taint of everything the planner reads; the phone holds the planner to the
+    request's limits. A silent node is `unreachable`, one that outlasts the deadline
+    `timed_out`."""
     peer = link.node if friend is None else friend.peer_id
     where = Destination.HOME if friend is None else Destination.FRIEND
     state = turn.session(where, documents_sent, request.limits)
@@ -98,6 +104,7 @@ async def plan_session(
             on_token=token,
             on_progress=reading.observe,
             cancel=turn.cancel,
+            offer=offer,
         )
         scope.cancel()
 
@@ -128,8 +135,10 @@ async def answer_remotely(
     route: Route,
     friend: FriendPlanner | None = None,
     documents_sent: list[bool] | None = None,
+    n_ctx: int = 0,
 ) -> Answered:
-    """Plan on the home node (or `friend`'s), run its plans on the phone."""
+    """Plan on the home node (or `friend`'s, its context of `n_ctx` tokens: 0 unknown),
+    run its plans on the phone; each round offers the tools its results point to."""
     await turn.announce_route(route, link.host.peer_id)
     observed: dict[str, list[Observation]] = {}  # by plan id: step ids repeat per round
     where = Destination.HOME if friend is None else Destination.FRIEND
@@ -152,8 +161,21 @@ async def answer_remotely(
         sources.update(ran.tainted_by)
         return ran.observations
 
-    session = await plan_session(link, turn, request, run, friend, documents_sent)
+    offered = {t.function.name for t in request.tools}
+    shown: list[str] = []
+
+    def offer(observations: list[Observation]) -> list[ToolSpec]:
+        said = [o.result if o.status == "ok" else o.error for o in observations]
+        told = [x for x in said if x not in (REDACTED, REDACTED_ERROR)]  # they point nowhere
+        shown.insert(0, json.dumps(told, ensure_ascii=False))  # the newest first
+        more = more_tools(turn, request, offered, " ".join(shown), n_ctx, where)
+        offered.update(t.function.name for t in more)
+        return more
+
+    session = await plan_session(link, turn, request, run, friend, documents_sent, offer)
     outcome = session.outcome
+    # what the session read, and what the node read itself before it answered
+    read_all = session.tainted_by | read_by_node(outcome.final.untrusted_inputs)
     return Answered(
         route=route,
         answer=outcome.final.answer,
@@ -166,7 +188,39 @@ async def answer_remotely(
             None if outcome.first_token_s is None else round(outcome.first_token_s * 1000, 1)
         ),
         input=start,
-        labels=read | Labels(untrusted=session.tainted_by),
+        labels=read | Labels(untrusted=read_all),
         steps=tuple(steps.items()),
-        untrusted_sources=frozenset(sources),
+        untrusted_sources=frozenset(sources | read_all),
     )
+
+
+def more_tools(
+    turn: Turn,
+    request: PlanRequest,
+    offered: set[str],
+    shown: str,
+    n_ctx: int,
+    destination: Destination,
+) -> list[ToolSpec]:
+    """The tools the request and what its rounds have `shown` the planner (the
+    observations as it got them: nothing redacted points anywhere) point to, not
+    `offered` yet, among those the owner lets out; within the planner's context beside
+    those offered. None when the request pointed to no tool (all were offered then)."""
+    registry = turn.executor.registry
+    allowed = set(registry.tools) - turn.executor.egress.policy.never_remote_tools
+    selection = registry.candidates(turn.request.text, allowed, shown=shown)
+    if selection.fallback:
+        return []
+    new = registry.specs(set(selection.offered) - offered)
+    if not new:
+        return []
+    with contextlib.suppress(HearthError):  # what no longer fits is not offered
+        fits = turn.prompt.offer(
+            [*request.tools, *new],
+            frozenset(offered),
+            n_ctx=n_ctx,
+            max_tokens=request.limits.max_tokens,
+            destination=destination,
+        )
+        return [t for t in fits if t.function.name not in offered]
+    return []

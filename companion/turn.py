@@ -72,9 +72,11 @@ class Turn:
         documents_sent: list[bool] | None = None,
         limits: Limits | None = None,
     ) -> SessionState:
-        """A plan session that starts with the taint of everything its planner reads."""
+        """A plan session that starts with the taint of everything its planner reads, and
+        knowing where it read private data."""
         tainted = set(self.prompt.labels(destination, documents_sent).untrusted)
-        return SessionState(tainted_by=tainted, limits=limits)
+        private = set(self.prompt.private_reads(destination, documents_sent))
+        return SessionState(tainted_by=tainted, read_private=private, limits=limits)
 
     async def execute(self, plan: Plan, state: SessionState, destination: Destination) -> Ran:
         """Run `plan`, telling the events of each step; the observations are what

@@ -4,8 +4,10 @@ A round renders the conversation (a continuation after the first), generates und
 a grammar built from the phone's tool schemas while streaming tokens, parses and
 validates every tool call, and sends a signed `ActionPlan` bound to the phone, the
 session, the round, the request and the transcript; the phone's observations
-start the next round, until the model answers in text (`Final`) or the limits
-force it to. The node never executes a phone tool; an invalid plan is never sent.
+start the next round (with the tools they offer from then on), until the model answers
+in text (`Final`, naming what the node read itself: its own tools' results, the
+documents) or the limits force it to. The node never executes a phone tool; an invalid
+plan is never sent.
 """
 
 from __future__ import annotations
@@ -368,6 +370,7 @@ class _Session:
                         rounds=round_no - 1,
                         usage=usage,
                         finish="length" if parsed.truncated else "stop",
+                        untrusted_inputs=untrusted,
                     )
                 )
                 return
@@ -392,11 +395,29 @@ class _Session:
             assert isinstance(observed, Observations)
             if observed.plan_id != plan.plan_id:
                 raise HearthError(ErrorCode.PROTOCOL_ERROR, "observations for another plan")
+            self._offer(observed.tools, conv, schemas)
             for obs in observed.results:
                 content = (
                     obs.result if obs.status == "ok" else {"status": obs.status, "error": obs.error}
                 )
                 conv.messages.append(tool_message(obs.step_id, content, inert))
+
+    @staticmethod
+    def _offer(
+        offered: list[ToolSpec], conv: Conversation, schemas: dict[str, dict[str, Any]]
+    ) -> None:
+        """Tools the phone offers from the next round on (what the rounds so far showed
+        points to), added to the conversation's tools and the `schemas` calls are checked
+        against; a name already offered (the request's, the node's own) is not replaced.
+        The tools block changed: the backend renders the context anew."""
+        added = {t.function.name: t for t in offered if t.function.name not in schemas}
+        if not added:
+            return
+        more = {name: dict(t.function.parameters) for name, t in added.items()}
+        check_schemas(more)
+        conv.tools = [*conv.tools, *added.values()]
+        conv.memory = None
+        schemas.update(more)
 
     async def _read_documents(
         self, request: PlanRequest, backend: Backend, conv: Conversation

@@ -1,8 +1,10 @@
 """The hostile-planner attack suite over the channels around a session (issue 30):
 history one, two and five turns later, across restarts, attached documents, an app's own
-history. A bench (hostile home node) of its own: run after the injection suite's 206
-runs on one bench, the first dial of this suite was refused ("swarm key mismatch
-suspected"), which is not explained yet; on a fresh bench it dials as the first runs do.
+history. A bench (hostile home node) of its own. (After the injection suite's 206 runs on
+one bench, the first dial of this suite was once refused with "swarm key mismatch
+suspected": the bench's phone still knew the stopped daemon's address beside the hostile
+home's; a dial that fell through to it met whatever listened on that port by then,
+another swarm's node. `start_bench` now leaves the phone only the hostile home's address.)
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from hearth.node.admission import Admission
 from hearth.node.backends.scripted import Answer, ScriptedBackend
 from hearth.node.planner import Planner, PlannerSettings
 from hearth.protocol.transport.host import HearthHost
-from hearth.protocol.transport.plans import PLAN_PROTOCOL, PlanOutcome, run_plan_session
+from hearth.protocol.transport.plans import PLAN_PROTOCOL, Offer, PlanOutcome, run_plan_session
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.identity import peer_id_of
 from hearth.protocol.wire.messages import (
@@ -67,9 +67,14 @@ async def done(plan: Plan) -> list[Observation]:
 
 
 def session(
-    backend: ScriptedBackend, request: PlanRequest, execute=done, tokens: list[Token] | None = None
+    backend: ScriptedBackend,
+    request: PlanRequest,
+    execute=done,
+    tokens: list[Token] | None = None,
+    offer: Offer | None = None,
 ) -> PlanOutcome:
-    """One plan session from a phone to a node planning with `backend`."""
+    """One plan session from a phone to a node planning with `backend` (`offer`: the
+    tools the phone offers with each round's observations)."""
     node_key, phone_key = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
     node_id, phone_id = peer_id_of(node_key), peer_id_of(phone_key)
     swarm_key = secrets.token_bytes(32)
@@ -99,7 +104,12 @@ def session(
         async with node.run(["/ip4/127.0.0.1/tcp/0"]), phone.run([]):
             stream = await phone.open(node_id, PLAN_PROTOCOL, node.addrs())
             return await run_plan_session(
-                stream, request, phone_id=phone_id, execute=execute, on_token=on_token
+                stream,
+                request,
+                phone_id=phone_id,
+                execute=execute,
+                on_token=on_token,
+                offer=offer,
             )
 
     return trio.run(go)

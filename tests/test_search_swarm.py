@@ -205,6 +205,9 @@ def test_the_planner_searches_while_planning_and_labels_what_it_read(swarm) -> N
     outcome = trio.run(go)
     assert outcome.final.request_id == "websearch1" and not outcome.plans
     assert exited() == before + 1  # one peer-routed search, sent by the home node
+    # read, then answered at once: the answer says what it was written after
+    [read] = outcome.final.untrusted_inputs
+    assert read.tool == "web_search" and read.source.startswith("peer-routed web search")
 
 
 def test_bad_packets_are_dropped_counted_and_typed_and_the_relay_serves_on(swarm) -> None:

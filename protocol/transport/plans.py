@@ -28,6 +28,7 @@ from hearth.protocol.wire.messages import (
     PlanRequest,
     Progress,
     Token,
+    ToolSpec,
 )
 from hearth.protocol.wire.plans import Expected, open_plan
 from hearth.protocol.wire.session import ENDED, PlanSession, Side
@@ -37,6 +38,8 @@ from .taskgroups import single_error
 
 PLAN_PROTOCOL = "/hearth/plan/1"
 Execute = Callable[[Plan], Awaitable[list[Observation]]]
+Offer = Callable[[list[Observation]], list[ToolSpec]]
+"""The tools to offer from the next round on, given a round's observations."""
 OnToken = Callable[[Token], Awaitable[None]]
 OnProgress = Callable[[Progress], Awaitable[None]]
 
@@ -84,8 +87,10 @@ async def run_plan_session(
     on_progress: OnProgress = _no_progress,
     cancel: anyio.Event | None = None,
     seen_plans: set[str] | None = None,
+    offer: Offer | None = None,
 ) -> PlanOutcome:
-    """Run one plan session with the node at the other end of `stream`.
+    """Run one plan session with the node at the other end of `stream`; `offer` names
+    the tools each round's observations bring to the next rounds.
 
     The stream is read all the time, also while a plan executes: whatever the node
     says meanwhile (an error, a cancel, a bad frame, the stream closing) ends the
@@ -167,6 +172,7 @@ async def run_plan_session(
                                 plan_id=plan.plan_id,
                                 round=session.round,
                                 results=results,
+                                tools=offer(results) if offer is not None else [],
                             )
                         )
                     )

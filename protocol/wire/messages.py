@@ -217,6 +217,9 @@ class Observations(Message):
     plan_id: Id
     round: Annotated[int, Field(ge=1)]
     results: list[Observation]
+    tools: list[ToolSpec] = Field(default_factory=list)
+    """Tools offered from the next round on, beside the request's: those what the rounds
+    so far showed point to (an older node ignores them)."""
 
 
 class Final(Message):
@@ -228,6 +231,9 @@ class Final(Message):
     rounds: Annotated[int, Field(ge=0)] = 0
     usage: Usage | None = None  # every round's tokens, as the node's backend counted them
     finish: Literal["stop", "length"] = "stop"  # "length": the token limit cut the answer
+    untrusted_inputs: list[UntrustedInput] = Field(default_factory=list)
+    """What the node read itself before it answered (its own tools' results, the
+    documents): the answer was written after reading them (an older phone ignores it)."""
 
 
 class Cancel(Message):

@@ -121,29 +121,53 @@ def start_bench(
     node.proc.terminate()
     node.proc.wait(timeout=30)
     bench = Bench(root, phone, root / "script.json", root / "heard.jsonl")
-    ready = root / "hostile-ready.json"
-    hostile = processes.spawn(
+    search = search_docs is not None
+    hostile = start_hostile(processes, node.home, bench.script, bench.heard, search=search)
+    # only where the hostile home listens: the stopped daemon's port is free for any
+    # process to take, and a dial that fell through to it (the hostile home slow to
+    # answer on a loaded machine) met another swarm's node: "swarm key mismatch suspected"
+    book = AddressBook(phone)
+    book.entries[node.peer_id] = []
+    book.remember(node.peer_id, hostile.addrs)
+    if search:  # the exit finds the hostile home where the phone does
+        AddressBook(exit_home).remember(node.peer_id, hostile.addrs)
+        start_node(processes, exit_home, config="search_exit_per_minute = 100000\n")
+    return bench
+
+
+@dataclass
+class Hostile:
+    """A `tests.hostile.node` process on a node's home (its identity and swarm key)."""
+
+    proc: subprocess.Popen[str]
+    peer_id: str
+    addrs: list[str]
+
+
+def start_hostile(
+    processes: Any, node_home: Path, script: Path, heard: Path, *, search: bool = False
+) -> Hostile:
+    """The hostile node on `node_home` (its daemon stopped), playing `script`, logging
+    every frame it hears to `heard` (serving search too with `search`); once it listens."""
+    ready = heard.with_suffix(".ready.json")
+    proc = processes.spawn(
         sys.executable,
         "-m",
         "tests.hostile.node",
-        str(node.home),
+        str(node_home),
         "--script",
-        str(bench.script),
+        str(script),
         "--log",
-        str(bench.heard),
+        str(heard),
         "--ready-file",
         str(ready),
-        *(("--search",) if search_docs is not None else ()),
+        *(("--search",) if search else ()),
         cwd=ROOT,
         env={"PYTHONPATH": str(ROOT)},
         stderr=subprocess.DEVNULL,
     )
-    addrs = wait_ready(hostile, ready)["addrs"]
-    AddressBook(phone).remember(node.peer_id, addrs)
-    if search_docs is not None:  # the exit finds the hostile home where the phone does
-        AddressBook(exit_home).remember(node.peer_id, addrs)
-        start_node(processes, exit_home, config="search_exit_per_minute = 100000\n")
-    return bench
+    listening = wait_ready(proc, ready)
+    return Hostile(proc, listening["peer_id"], listening["addrs"])
 
 
 @dataclass

@@ -90,7 +90,12 @@ async def serve(
             await conv.receive()  # whatever the phone sends next (its cancel), or never
             return
         await conv.send(
-            Final(request_id=request.request_id, answer=rounds.answer, rounds=len(rounds.rounds))
+            Final(
+                request_id=request.request_id,
+                answer=rounds.answer,
+                rounds=len(rounds.rounds),
+                untrusted_inputs=rounds.read,
+            )
         )
 
     host.handle(PLAN_PROTOCOL, plan_session, allow=lambda peer: Role.PHONE in roster.roles_of(peer))

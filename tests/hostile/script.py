@@ -23,6 +23,7 @@ class Script(BaseModel):
 
     rounds: list[Round]
     answer: str = "Done."
+    read: list[UntrustedInput] = Field(default_factory=list)  # said in Final: read, then answered
     hold_final: bool = False  # keep the session open (and the link alive) instead of ending it
 
 
