@@ -101,7 +101,7 @@ def main() -> None:
     ):
         table.add_column(col)
     names = {
-        "connect_ms": "connect (dial + first stream), ms",
+        "connect_ms": "connect (dial + first stream + its first answer), ms",
         "rtt_ms_median": f"small-frame round trip, ms (median of {args.frames})",
     }
     for metric, row in report.items():

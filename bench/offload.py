@@ -115,6 +115,14 @@ def phone_host(phone_home: Path) -> HearthHost:
     return host_for_home(phone_home).host
 
 
+class Unexpected(RuntimeError):
+    """A frame in place of the plan (an error frame: `busy` with its `retry_after`, ...)."""
+
+    def __init__(self, event: object) -> None:
+        super().__init__(f"unexpected {event}")
+        self.event = event
+
+
 async def one_round(host: HearthHost, node: dict, i: int) -> dict:
     """request → signed ActionPlan on a new stream of the kept connection."""
     request = PlanRequest(
@@ -139,7 +147,7 @@ async def one_round(host: HearthHost, node: dict, i: int) -> dict:
                 first = first or time.perf_counter() - t0
                 text.append(event.text)
             elif getattr(event, "TYPE", "") in ("error", "final"):
-                raise RuntimeError(f"unexpected {event}")
+                raise Unexpected(event)
     elapsed = time.perf_counter() - t0
     await stream.reset()
     return {"s": elapsed, "ttft_s": first or elapsed, "text": "".join(text)}

@@ -16,6 +16,10 @@ documents). The phone side runs in this process, as the client.
   connection and kept streams (as a resident sender keeps them), a fresh packet
   each; reference: the same query on the same index, directly in process
   (FtsIndex.query).
+- CPU per operation of each end: process CPU (psutil) of the home, friend `a`, friend
+  `b` and this process (the phone; for the fresh-host rows its host's start and stop
+  included), over all runs of a row, divided by the runs: unlike wall time it holds
+  on a busy machine.
 
 Prints a table (medians, p90, ratios) and writes bench/results/swarm.json.
 """
@@ -29,7 +33,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
+import psutil
 import trio
 from rich.console import Console
 from rich.table import Table
@@ -57,6 +63,20 @@ def node(*args: str) -> dict:
     return last_json(run("hearth-node", *args, "--json"))
 
 
+class Cpu:
+    """Process CPU of the nodes (psutil) and of this process, the phone (ms)."""
+
+    def __init__(self, nodes: dict[str, dict]) -> None:
+        self.procs = {name: psutil.Process(ready["pid"]) for name, ready in nodes.items()}
+
+    def now(self) -> dict[str, float]:
+        out = {name: sum(p.cpu_times()[:2]) * 1000 for name, p in self.procs.items()}
+        return {**out, "phone": time.process_time() * 1000}
+
+    def per_run(self, before: dict[str, float], runs: int) -> dict[str, float]:
+        return {name: (ms - before[name]) / runs for name, ms in self.now().items()}
+
+
 def set_up(tmp: Path, processes: Processes) -> dict[str, dict]:
     docs = tmp / "docs"
     docs.mkdir()
@@ -64,21 +84,22 @@ def set_up(tmp: Path, processes: Processes) -> dict[str, dict]:
         words = [WORDS[(i * 7 + j * 3) % len(WORDS)] for j in range(60)]
         (docs / f"note{i}.md").write_text(f"# note {i}\n" + " ".join(words))
     node("init", "--home", str(tmp / "home"), "--name", "home")
-    nodes = {"home": start_node(processes, tmp / "home").ready}
-    node("roster", "grant", nodes["home"]["peer_id"], "search-relay", "--home", str(tmp / "home"))
+    started = {"home": start_node(processes, tmp / "home")}
+    node("roster", "grant", started["home"].peer_id, "search-relay", "--home", str(tmp / "home"))
     for name, grant in (("a", "relay,search-relay"), ("b", "search-exit")):
         uri = node("invite", "--role", "friend", "--grant", grant, "--home", str(tmp / "home"))
         node("join", uri["uri"], "--home", str(tmp / name), "--name", name)
         if name == "b":
             node("index", "add", str(docs), "--home", str(tmp / name))
             (tmp / name / "config.toml").write_text("search_exit_per_minute = 100000\n")
-        nodes[name] = start_node(processes, tmp / name).ready
+        started[name] = start_node(processes, tmp / name)
     pair_in_process(tmp / "phone", node("invite", "--home", str(tmp / "home"))["uri"])
-    return nodes
+    return {name: {**n.ready, "pid": n.proc.pid} for name, n in started.items()}
 
 
-async def measure(tmp: Path, nodes: dict[str, dict], runs: int) -> dict[str, list[float]]:
+async def measure(tmp: Path, nodes: dict[str, dict], runs: int) -> dict[str, Any]:
     home = nodes["home"]
+    cpu, cpu_of = Cpu(nodes), {}
     out: dict[str, list[float]] = {
         "direct": [], "relayed": [], "relay kept": [], "2-hop": [], "3-hop": []
     }  # fmt: skip
@@ -94,6 +115,7 @@ async def measure(tmp: Path, nodes: dict[str, dict], runs: int) -> dict[str, lis
             raise RuntimeError("no relay reservation")
         await trio.sleep(0.5)
     for kind, addrs in (("relayed", circuits), ("direct", home["addrs"])):
+        before = cpu.now()
         for _ in range(runs):
             host = host_for_home(tmp / "phone").host
             async with host.run([]):
@@ -105,9 +127,11 @@ async def measure(tmp: Path, nodes: dict[str, dict], runs: int) -> dict[str, lis
                     failures[kind] = failures.get(kind, 0) + 1
                     Console(stderr=True).print(f"[red]{kind} connect failed: {exc.message}")
             await trio.sleep(0.2)
+        cpu_of[kind] = cpu.per_run(before, runs)
     kept = host_for_home(tmp / "phone").host
     async with kept.run([]):
         await ask_health(kept, home["peer_id"], circuits)  # the relay connection, kept
+        before = cpu.now()
         for _ in range(runs):
             await kept.disconnect(home["peer_id"])  # the home link drops
             await trio.sleep(0.2)
@@ -118,6 +142,7 @@ async def measure(tmp: Path, nodes: dict[str, dict], runs: int) -> dict[str, lis
             except HearthError as exc:
                 failures["relay kept"] = failures.get("relay kept", 0) + 1
                 Console(stderr=True).print(f"[red]relay kept connect failed: {exc.message}")
+        cpu_of["relay kept"] = cpu.per_run(before, runs)
     phone = host_for_home(tmp / "phone")
     async with phone.host.run([]):
         directory = Directory()
@@ -138,12 +163,14 @@ async def measure(tmp: Path, nodes: dict[str, dict], runs: int) -> dict[str, lis
                 time.time(),
             )
             await send(phone.host, path, "relay garden", 10, streams)  # connections, streams up
+            before = cpu.now()
             for _ in range(runs):
                 t0 = time.perf_counter()
                 results, _ = await send(phone.host, path, "relay garden", 10, streams)
                 out[f"{hops}-hop"].append((time.perf_counter() - t0) * 1000)
                 assert results, "the exit's index answered nothing"
-    return {**out, "failures": failures}
+            cpu_of[f"{hops}-hop"] = cpu.per_run(before, runs)
+    return {**out, "failures": failures, "cpu": cpu_of}
 
 
 def main() -> None:
@@ -199,6 +226,14 @@ def main() -> None:
         ("relay kept", "connect through a relay friend, relay connection kept"),
     ):
         report[name]["failed"] = samples["failures"].get(kind, 0)
+    for kind, name in (
+        ("direct", "connect direct"),
+        ("relayed", "connect through a relay friend"),
+        ("relay kept", "connect through a relay friend, relay connection kept"),
+        ("2-hop", "search 2 hops"),
+        ("3-hop", "search 3 hops"),
+    ):
+        report[name]["cpu_ms"] = samples["cpu"][kind]
     for row in report.values():
         row["ratio"] = row["hearth"]["median"] / row["reference"]["median"]
     table = Table(title="Swarm: relayed connect and peer-routed search (loopback, ms)")
@@ -228,6 +263,13 @@ def main() -> None:
             str(row.get("failed", 0)), what[name],
         )  # fmt: skip
     Console(width=160).print(table)
+    ends = ("home", "a", "b", "phone")
+    cpu_table = Table(title="CPU per operation of each end (ms; home, relay friend a, exit b)")
+    for col in ("figure", *ends):
+        cpu_table.add_column(col)
+    for name, row in report.items():
+        cpu_table.add_row(name, *(f"{row['cpu_ms'][end]:.2f}" for end in ends))
+    Console(width=160).print(cpu_table)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
 

@@ -1,4 +1,13 @@
-"""The phone side of Hearth: local model, router, tools, executor, journal, node client, CLI.
+"""The phone side of Hearth: one application core, and the doors that translate for it.
+
+The core: `service` opens a home and puts its parts together; `ask` takes a request from
+a door to its kept result; `asker` runs the route plan `routeplan` decides, one attempt
+after the other (`local_route` on the phone's `local_model`, `remote` with a node), each
+ending in an `outcomes` value; `prompt` builds every planner's input; `executor` runs the
+plans; `completion` plans with an app's own tools; `commands` and `reports` answer the
+reports. The doors: the command line (`cli`, `chat`, `terminal`, `client`, `demo`),
+companion.sock (`socket_server`), the HTTP API and its pages (`api`), the Python API
+(`sdk`); they never import one another (`tests/test_layout.py`).
 
 `from hearth.companion import Companion` is the Python API for apps (`sdk`); it loads
 on first use, so importing the package stays light.

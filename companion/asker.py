@@ -4,7 +4,7 @@
 phone that is not paired, touches nothing of it), asks `routeplan.route_plan` for
 the attempts, and runs them in order: each returns an outcome (`outcomes.py`), and
 the outcome says whether the next one runs. One attempt, one method: the phone's
-own model (`localpath`), the home node or a friend's (`remote`), the inbox.
+own model (`local_route`), the home node or a friend's (`remote`), the inbox.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from hearth.protocol.wire.messages import ToolSpec
 from .documents import release
 from .egress import Destination
 from .friends import FriendPlanner, friend_planners, may_plan, named
-from .localpath import answer_locally
+from .local_route import answer_locally
 from .outcomes import Answered, Declined, Escalated, Lost, Outcome, Route
-from .routeplan import Attempt, needs_friends, route_plan
-from .router import RouteInput
+from .routeplan import Attempt, RouteInput, needs_friends, route_plan
+from .tools.builtin.device import device_context
 from .turn import Turn
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ class Asker:
                 node_reachable=reachable,
                 node_reason=link.reason,
                 node_latency_ms=link.latency_ms,
-                device=service.device(),
+                device=device_context(),
                 document_chars=sum(d.chars for d in self.turn.prompt.documents),
             )
             friends = self._friends(link) if needs_friends(asked, service.policy, seen) else []
@@ -217,7 +217,7 @@ class Asker:
             request=turn.request,
             tools=tools,
             limits=limits,
-            device=service.device(),
+            device=device_context(),
             egress=turn.executor.egress,
             documents_sent=sent,
         )

@@ -6,7 +6,7 @@ llama.cpp: heavy imports happen inside the commands that need them.
 
 from __future__ import annotations
 
-from hearth.protocol.interrupts import hold
+from hearth.protocol.kit.interrupts import hold
 
 hold()  # first: a Ctrl-C while the command line loads is reported once it can be
 
@@ -465,9 +465,7 @@ def chat(
     conversation: Annotated[
         str | None, typer.Option("--conversation", help="Continue this conversation.")
     ] = None,
-    route: Annotated[
-        Route, typer.Option(help="auto, local or remote.")
-    ] = "auto",
+    route: Annotated[Route, typer.Option(help="auto, local or remote.")] = "auto",
     home: HomeOption = None,
 ) -> None:
     """A conversation in the terminal: type a request, Enter (/help lists the commands).

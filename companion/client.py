@@ -7,6 +7,7 @@ in-process path imports the service only when it is needed.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -204,12 +205,13 @@ async def asking(home: Path) -> AsyncIterator[Ask]:
 
         yield over_socket
         return
+    from .ask import ask
     from .home_lock import command_lock
     from .service import Service
 
     with command_lock(home):
         async with Service.open(home) as service:
-            yield service.ask
+            yield functools.partial(ask, service)
 
 
 async def call(home: Path, op: ReportOp) -> dict[str, Any]:

@@ -2,10 +2,12 @@
 
 A report (`status`, `search`, `tools`, `audit`, `conversations`, `inbox`) is one typed
 command; `perform` answers it with the command's `--json` model (`perform_here` too, for a
-home no companion serves). Every door (the command line in-process, companion.sock, the
-HTTP API) runs commands through `perform` and turns what a command raised into a typed
-error with `failure`, so all of them answer alike. A new report is one more `ReportOp`
-and its case in `perform`; companion.sock carries it as it is.
+home no companion serves); each report is one function of `reports.py`. Every door (the
+command line in-process, companion.sock, the HTTP API) runs commands through `perform` and
+turns what a command raised into a typed error with `failure`, so all of them answer
+alike; the Python API calls `reports.py` for its typed results. A new report is one more
+`ReportOp`, its case in `perform` and its function in `reports.py`; companion.sock
+carries it as it is.
 """
 
 from __future__ import annotations
@@ -70,15 +72,17 @@ ReportOp = StatusOp | SearchOp | ToolsOp | AuditOp | ConversationsOp | InboxOp
 
 async def perform(service: Service, op: ReportOp) -> BaseModel:
     """The result of a reporting command: the command's `--json` model."""
+    from . import reports  # the thin client reads the ops: a report's imports wait for one
+
     match op:
         case StatusOp():
-            return await service.status()
+            return await reports.node_status(service)
         case SearchOp(query=query, hops=hops, limit=limit):
-            return await service.search(query, hops, limit)
+            return await reports.peer_search(service, query, hops, limit)
         case ToolsOp():
-            return service.tools()
+            return reports.tool_list(service)
         case AuditOp(verify=verify):
-            return service.audit(verify)
+            return reports.audit_report(service.home, verify)
         case ConversationsOp(id=conversation_id, all=everyone):
             if conversation_id is None:
                 return service.conversations.summaries(everyone)
@@ -91,12 +95,13 @@ async def perform(service: Service, op: ReportOp) -> BaseModel:
 async def perform_here(home: Path, op: ReportOp) -> BaseModel:
     """A reporting command worked out in this process, for a home no companion serves
     (sharing the home with other commands, never with a companion)."""
+    from . import reports
     from .home_lock import command_lock
-    from .service import Service, audit_report
+    from .service import Service
 
     with command_lock(home):
         if isinstance(op, AuditOp):  # a damaged audit database must not stop the report
-            return audit_report(home, op.verify)
+            return reports.audit_report(home, op.verify)
         async with Service.open(home) as service:
             return await perform(service, op)
 

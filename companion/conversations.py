@@ -82,7 +82,6 @@ class KeptTurn:
         )
 
 
-
 class Conversations:
     """Every conversation of one phone home."""
 
@@ -299,9 +298,7 @@ def history(
 ) -> list[ChatMessage]:
     """Earlier turns as chat messages for a model at `destination`: the most recent
     `max_turns` turns whose messages fit in `max_chars` characters together."""
-    kept = labelled_history(
-        turns, egress, destination, max_turns=max_turns, max_chars=max_chars
-    )
+    kept = labelled_history(turns, egress, destination, max_turns=max_turns, max_chars=max_chars)
     return [message for message, _ in kept]
 
 

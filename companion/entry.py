@@ -12,7 +12,7 @@ own messages and exits.
 
 from __future__ import annotations
 
-from hearth.protocol.interrupts import hold
+from hearth.protocol.kit.interrupts import hold
 
 hold()  # first: a Ctrl-C while the command line loads is reported once it can be
 
@@ -64,9 +64,9 @@ def plain_ask(args: list[str]) -> argparse.Namespace:
 def served_ask(args: argparse.Namespace) -> bool:
     """Run `hearth ask` through a running companion; False when none serves the home, or
     when the command line's own checks come first."""
-    from hearth.protocol.interrupts import held
     from hearth.protocol.kit.console import configure_logging, reporting
     from hearth.protocol.kit.home import resolve_home
+    from hearth.protocol.kit.interrupts import held
     from hearth.protocol.wire.errors import HearthError
 
     from .streaming import StreamingAnswer

@@ -45,7 +45,7 @@ from hearth.protocol.wire.messages import Limits, Observation, Plan, PlanStep, U
 from .audit import AuditLog, AuditRecord, args_hash
 from .confirm import Confirmation, Confirmer
 from .egress import Destination, Egress, Policy, StepOutcome
-from .intent import Intent, free_text, named
+from .intent import Intent, free_text, is_address, named
 from .journal import Journal, SessionRecord
 from .labels import CLEAN, Labels
 from .tools.registry import BUILTIN, Registry, Tier, Tool, ToolContext
@@ -139,11 +139,11 @@ class PlanRun:
 
     def wrote_after_private(self, gathered: Gathered, *, content: bool) -> bool:
         """Whether the planner wrote a value into the argument after it read private data,
-        other than the user's own words (for `content`, case folded): the value may be
-        that data."""
+        other than the user's own words (for `content`, case folded), or chose which part
+        of a result it holds (the position may spell that data)."""
         if not self.planned_private:
             return False
-        return any(
+        return gathered.choice or any(
             _carries(v) and not self.intent.says(v, content=content) for v in gathered.literals
         )
 
@@ -398,8 +398,7 @@ def read_by_node(inputs: list[UntrustedInput]) -> set[str]:
     """The untrusted sources a node says its planner read itself (a web result, a
     document), as the session names them (a document as the prompt does)."""
     return {
-        f"document:{s.source}" if s.tool == "document" else f"{s.tool} ({s.source})"
-        for s in inputs
+        f"document:{s.source}" if s.tool == "document" else f"{s.tool} ({s.source})" for s in inputs
     }
 
 
@@ -689,7 +688,8 @@ class Executor:
             by_name = {e["name"]: e for e in found.values()}  # `named`: names no one shares
             for name in named(state.request, [e["name"] for e in found.values()]):
                 entries |= {*by_name[name].get("phone", []), *by_name[name].get("email", [])}
-        state.intent = Intent(state.request, frozenset(e for e in entries if isinstance(e, str)))
+        addresses = frozenset(e for e in entries if isinstance(e, str) and is_address(e))
+        state.intent = Intent(state.request, addresses)
 
     async def _decide(
         self,

@@ -1,4 +1,5 @@
-"""Format versions of what a phone home keeps, and the migrations between them.
+"""Format versions of what a phone home keeps, and the migrations between them (the
+mechanism, shared with the node: `hearth.protocol.kit.formats`).
 
 Every SQLite database carries its version in `PRAGMA user_version`; the home's other
 files (JSON, TOML, iCalendar, vCard, keys) share one version, `version` in
@@ -19,36 +20,16 @@ it became a step) and leaves it.
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
 import sqlite3
-from collections.abc import Callable
 from pathlib import Path
 
-from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.protocol.kit import formats
+from hearth.protocol.kit.formats import HOME_FORMAT, Migration, add_column, stamped
 
 from .labels import UNLABELLED
 
-Migration = Callable[[sqlite3.Connection], None]
-HOME_FORMAT = "format.json"
+__all__ = ["HOME_FORMAT", "HOME_VERSION", "MIGRATIONS", "check_home", "migrate"]
 HOME_VERSION = 1  # 1: format.json exists
-
-
-def add_column(table: str, column: str, declaration: str) -> Migration:
-    """A step adding `column` (`declaration`: its type, constraints and default)."""
-
-    def step(db: sqlite3.Connection) -> None:
-        columns = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
-        if column not in columns:
-            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
-
-    return step
-
-
-def stamped(db: sqlite3.Connection) -> None:
-    """The first step of a database whose tables are as they were at version 0."""
-
 
 MIGRATIONS: dict[str, list[Migration]] = {
     "journal.db": [
@@ -67,63 +48,15 @@ MIGRATIONS: dict[str, list[Migration]] = {
 }
 
 
-def newer(what: Path, found: int, known: int) -> HearthError:
-    return HearthError(
-        ErrorCode.INVALID_INPUT,
-        f"{what} is format version {found}, newer than this Hearth reads ({known}): "
-        "upgrade Hearth, or restore the backup made before the upgrade",
-    )
-
-
 def migrate(db: sqlite3.Connection, path: Path, schema: str) -> None:
-    """Bring the database at `path` (open as `db`) to the version this code writes:
-    `schema` (its version-0 tables, `CREATE … IF NOT EXISTS`) and then its steps."""
-    steps = MIGRATIONS[path.name]
-    found = db.execute("PRAGMA user_version").fetchone()[0]
-    if found > len(steps):
-        raise newer(path, found, len(steps))
-    if found < len(steps) and db.execute("SELECT 1 FROM sqlite_master").fetchone():
-        backup(db, path.with_name(f"{path.name}.v{found}.bak"))
-    db.executescript(schema)
-    if found == len(steps):
-        return
-    with db:
-        db.execute("BEGIN IMMEDIATE")
-        found = db.execute("PRAGMA user_version").fetchone()[0]  # another process may have
-        for step in steps[found:]:
-            step(db)
-        db.execute(f"PRAGMA user_version = {max(found, len(steps))}")
-
-
-def backup(db: sqlite3.Connection, to: Path) -> None:
-    """A consistent copy of `db` at `to` (0600); an existing backup is kept as it is."""
-    try:
-        os.close(os.open(to, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
-    except FileExistsError:
-        return
-    copy = sqlite3.connect(to)
-    try:
-        db.backup(copy)
-    finally:
-        copy.close()
+    """Bring the phone's database at `path` (open as `db`) to the version this code
+    writes: `schema` (its version-0 tables, `CREATE … IF NOT EXISTS`) and then its steps."""
+    formats.migrate(db, path, schema, MIGRATIONS[path.name])
 
 
 def check_home(home: Path) -> None:
-    """The home's file format: stamped when older (no migration of files is needed up to
-    version 1), refused when newer."""
-    path = home / HOME_FORMAT
-    try:
-        found = json.loads(path.read_text()).get("version", 0)
-    except FileNotFoundError:
-        found = 0
-    except (ValueError, AttributeError) as exc:
-        raise HearthError(ErrorCode.INVALID_INPUT, f"{path} is not a format file") from exc
-    if not isinstance(found, int):
-        raise HearthError(ErrorCode.INVALID_INPUT, f"{path}: version is not a number")
-    if found > HOME_VERSION:
-        raise newer(home, found, HOME_VERSION)
-    if found < HOME_VERSION:
-        from .tools.storage import write_atomic
+    """The phone home's file format: stamped when older (no migration of files is needed
+    up to version 1), refused when newer."""
+    from .tools.storage import write_atomic
 
-        with contextlib.suppress(OSError):  # a read-only home is read as it is
-            write_atomic(path, json.dumps({"format": "hearth-phone-home", "version": HOME_VERSION}))
+    formats.check_home(home, "hearth-phone-home", HOME_VERSION, write_atomic)

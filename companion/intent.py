@@ -60,13 +60,15 @@ it), is *said* in the request. Said means an occurrence that is
   card "Mom" nor the card "Mom's work" when both exist).
 
 That contact's phone numbers and e-mail addresses, as the phone's own contacts hold
-them, count as the user's words ("text Alice": Alice's number). Every rule fails safe:
-a contact the request does name but that these rules miss costs one confirmation; a
-card that anyone can have imported ("Text", "May", "Paris", "Alice" beside the owner's
-"Alice Example") would otherwise lend its number the user's authority. What these rules
-cannot tell is a capitalised word used mid-sentence for something other than a person
-that none of them covers (a company, a product, a place after "to"): a card named so is
-still said.
+them, count as the user's words ("text Alice": Alice's number), each only when it has
+the shape of one (`is_address`: a card anyone sent may hold any text under "EMAIL",
+an event's id say, which must not become a trusted identifier of the owner's data).
+Every rule fails safe: a contact the request does name but that these rules miss costs
+one confirmation; a card that anyone can have imported ("Text", "May", "Paris", "Alice"
+beside the owner's "Alice Example") would otherwise lend its number the user's
+authority. What these rules cannot tell is a capitalised word used mid-sentence for
+something other than a person that none of them covers (a company, a product, a place
+after "to"): a card named so is still said.
 """
 
 from __future__ import annotations
@@ -165,6 +167,20 @@ class Intent:
         if isinstance(value, int | float) and not isinstance(value, bool):
             return any(is_span(form, self._normal) for form in _number_forms(value))
         return False
+
+
+PHONE_CHARS = set("0123456789+-.() ")
+MIN_PHONE_DIGITS = 5
+EMAIL = re.compile(r"[^@\s]+@[^@\s.]+(\.[^@\s.]+)+")
+
+
+def is_address(entry: str) -> bool:
+    """Whether a contact's entry has the shape of a phone number (digits, of
+    `MIN_PHONE_DIGITS` or more, with `+-.() `) or of an e-mail address (one `@`, a
+    dotted domain, no spaces)."""
+    if set(entry) <= PHONE_CHARS:
+        return sum(ch.isdigit() for ch in entry) >= MIN_PHONE_DIGITS
+    return EMAIL.fullmatch(entry) is not None
 
 
 INVISIBLE = {"Cf", "Mn", "Me"}  # zero-width and soft characters, marks: not letters apart
@@ -270,18 +286,18 @@ def named(request: str, names: Iterable[str]) -> set[str]:
         for form in forms:
             owners.setdefault(_shared(form), set()).add(card)
     ws = words(text)
-    spans: list[tuple[int, int, int]] = []  # (card, start, end) of each name said
+    # (card, start, end, its own) of each name said; a name other cards share names no
+    # one but still claims its place, so adding a card never frees a name it overlaps
+    spans: list[tuple[int, int, int, bool]] = []
     for card, forms in enumerate(said_as):
         for form in forms:
-            if owners[_shared(form)] != {card}:
-                continue
             at = text.find(form)
             while at != -1:
                 if _said_at(text, ws, at, at + len(form)):
-                    spans.append((card, at, at + len(form)))
+                    spans.append((card, at, at + len(form), owners[_shared(form)] == {card}))
                 at = text.find(form, at + 1)
     return {
         cards[card]
-        for card, start, end in spans
-        if not any(c != card and s < end and start < e for c, s, e in spans)
+        for card, start, end, own in spans
+        if own and not any(c != card and s < end and start < e for c, s, e, _ in spans)
     }

@@ -4,8 +4,9 @@
 and catches up on the roster and swarm key. A resident companion runs `keep`:
 connect, watch the connection with keepalive, re-sync on every (re)connect and on
 a period, and after a loss reconnect with a backoff capped at `MAX_BACKOFF_S`
-(through a relay friend: over the connection to the relay kept from the last link;
-one gone silent is dialled afresh). The node pushes roster and key changes to
+(through a relay friend: over the connection to the relay kept from the last link,
+or dialled ahead while the home was reached directly; one gone silent is dialled
+afresh). The node pushes roster and key changes to
 connected members on `/hearth/roster/1`; the link adopts them as they come (only
 from the founder), so a resident phone never misses a rotation.
 """
@@ -25,12 +26,14 @@ import anyio
 
 from hearth.protocol.kit.home import storage_problem
 from hearth.protocol.transport.addressbook import AddressBook
+from hearth.protocol.transport.circuits import is_circuit, relay_of
 from hearth.protocol.transport.discovery import browse
 from hearth.protocol.transport.health import ask_health
 from hearth.protocol.transport.host import HearthHost, host_for_home, quiet_libp2p
 from hearth.protocol.transport.keepalive import watch
 from hearth.protocol.transport.rostersync import ROSTER_PROTOCOL, adopt, pull
 from hearth.protocol.transport.streams import FrameStream
+from hearth.protocol.transport.taskgroups import leaves, single_error
 from hearth.protocol.wire.errors import ErrorCode, HearthError, reason_about
 from hearth.protocol.wire.messages import MemberAddrs, ModelInfo, RosterUpdate, SwarmKeyRotation
 from hearth.protocol.wire.roster import Role, Roster
@@ -42,14 +45,16 @@ log = logging.getLogger("hearth.link")
 
 
 async def surviving_storage(work: Callable[[], Awaitable[T]], failed: T) -> T:
-    """`work()`, or `failed` (logged) when the home cannot be written (a full disk)."""
+    """`work()`, or `failed` (logged) when the home cannot be written (a full disk): by
+    `work` itself or by the tasks of a task group in it (an exception group of such)."""
     try:
         return await work()
-    except (OSError, sqlite3.Error) as exc:
-        problem = storage_problem(exc)
-        if problem is None:
+    except (OSError, sqlite3.Error, BaseExceptionGroup) as exc:
+        found = list(leaves(exc)) if isinstance(exc, BaseExceptionGroup) else [exc]
+        problems = [storage_problem(e) for e in found]
+        if not found or None in problems:
             raise
-        log.warning("%s", problem.message)
+        log.warning("%s", "; ".join(sorted({p.message for p in problems if p is not None})))
         return failed
 
 
@@ -180,6 +185,8 @@ class NodeLink:
                 self.syncs += 1
             except (HearthError, TimeoutError) as exc:  # planning still works on what we hold
                 self._audit_sync(str(exc) or "timed out", "error")
+                if isinstance(exc, HearthError) and exc.code is ErrorCode.REFUSED:
+                    raise  # the home's gate closed the connection the dial made: not up
 
         members: list[MemberAddrs] = []
 
@@ -189,11 +196,26 @@ class NodeLink:
                 self.model = health.model
                 AddressBook(self.home).add(self.node, health.addrs)
                 members.extend(health.members)
+                await self._warm_relay(health.addrs)
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(roster_sync)
-            tg.start_soon(addresses)
+        with single_error():  # a refusal, as itself
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(roster_sync)
+                tg.start_soon(addresses)
         learn_members(AddressBook(self.home), self.roster.roster, members, now=time.time())
+
+    async def _warm_relay(self, addrs: list[str]) -> None:
+        """While the home is reached directly, hold a connection to the relay of its
+        first circuit: when the direct path goes, the relayed connect then skips the
+        dial to the relay (as after a relayed link, whose relay connection is kept)."""
+        circuits = [a for a in addrs if is_circuit(a)]
+        via = self.host.worked.get(self.node)
+        if not circuits or via is None or is_circuit(via):
+            return
+        relay, relay_addr = relay_of(circuits[0])
+        if not self.host.connected(relay):
+            with contextlib.suppress(HearthError):  # a relay away now: dialled when needed
+                await self.host.connect(relay, [relay_addr], CONNECT_TIMEOUT_S)
 
     async def _resync_periodically(self) -> None:
         while True:

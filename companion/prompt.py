@@ -24,7 +24,7 @@ from hearth.protocol.model.inert import Inert
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import ChatMessage, DeviceContext, Limits, PlanRequest, ToolSpec
 
-from .conversations import KeptTurn, labelled_history
+from .conversations import REDACTED_TEXT, KeptTurn, labelled_history
 from .documents import Document, within_a_frame
 from .egress import REDACTED, REDACTED_ERROR, Destination, Egress
 from .events import AskRequest
@@ -33,6 +33,9 @@ from .labels import CLEAN, Labels
 APP_TOOL_RESULT = "a tool result the app handed in"
 EARLIER_TURN = "an earlier turn"  # where a session read private history
 APP_ANSWER = "an answer the app handed in"
+APP_GIVEN = frozenset({APP_TOOL_RESULT, APP_ANSWER})
+"""What an app hands in that may quote the owner's data (the phone's earlier answers,
+the results of tools the app ran on it): a private read for the session that reads it."""
 CHARS_PER_TOKEN = 3  # schemas and text: counted long (real tokenizers give 3.5 to 4)
 TEMPLATE_TOKENS = 512  # the chat template, the tool-call format, the system prompt
 INERT = Inert()  # the common templates' markers: every model here is read through one
@@ -55,6 +58,16 @@ def given_labels(message: ChatMessage) -> Labels:
     return CLEAN
 
 
+def given(message: ChatMessage, destination: Destination) -> tuple[ChatMessage, Labels]:
+    """A message an app keeps itself, as `destination`'s planner may read it: a friend's
+    reads a redaction marker for an answer or tool result (`APP_GIVEN`: they may quote
+    the owner's data, and the app's copy carries no labels that would say so)."""
+    labels = given_labels(message)
+    if destination is Destination.FRIEND and labels.untrusted & APP_GIVEN:
+        return message.model_copy(update={"content": REDACTED_TEXT}), labels
+    return message, labels
+
+
 @dataclass(frozen=True)
 class Prompt:
     """What a request's planner may read, labelled, per destination."""
@@ -63,10 +76,11 @@ class Prompt:
     history: dict[Destination, list[tuple[ChatMessage, Labels]]] = field(default_factory=dict)
     documents: list[Document] = field(default_factory=list)
 
-    def earlier(self, destination: Destination) -> list[ChatMessage]:
-        """The earlier messages `destination`'s planner may read, inert."""
+    def earlier(self, destination: Destination, inert: Inert = INERT) -> list[ChatMessage]:
+        """The earlier messages `destination`'s planner may read, inert (`inert`: the
+        reading model's own, where the phone knows it)."""
         return [
-            m.model_copy(update={"content": INERT(m.content)})
+            m.model_copy(update={"content": inert(m.content)})
             for m, _ in self.history.get(destination, [])
         ]
 
@@ -86,9 +100,11 @@ class Prompt:
         self, destination: Destination, documents_sent: list[bool] | None = None
     ) -> frozenset[str]:
         """Where `destination`'s planner reads private data in its input: an earlier turn
-        it may see whole, a document (`document:NAME`)."""
+        it may see whole, an answer or tool result an app hands in (`APP_GIVEN`: the
+        app's copy carries no labels), a document (`document:NAME`)."""
         history = self.history.get(destination, [])
         turns = {EARLIER_TURN for _, labels in history if labels.private}
+        turns |= {s for _, labels in history for s in labels.untrusted & APP_GIVEN}
         return frozenset(turns | {f"document:{d.name}" for d in self._sent(documents_sent)})
 
     def shown(self, destination: Destination, documents_sent: list[bool] | None = None) -> str:
@@ -116,15 +132,18 @@ class Prompt:
         n_ctx: int,
         max_tokens: int,
         destination: Destination,
+        held: str = "",
     ) -> list[ToolSpec]:
         """`tools` cut to what fits the planner's context of `n_ctx` tokens (0: unknown,
-        none cut) beside the conversation and the answer's `max_tokens`: ranked for the
-        cut (those the request's words point to first), offered in the order given.
+        none cut) beside the conversation, what the planner `held` already (the results
+        of the rounds so far) and the answer's `max_tokens`: ranked for the cut (those
+        the request's words point to first), offered in the order given.
         `invalid_input`, naming the sizes, when the conversation alone does not fit, or a
         tool the request points to does not."""
         if n_ctx <= 0:
             return tools
         asked = sum(_tokens(m.content) for m in self.conversation(destination))
+        asked += _tokens(held) if held else 0
         used = asked + max_tokens + TEMPLATE_TOKENS
         if used > n_ctx:
             raise HearthError(
@@ -151,11 +170,11 @@ class Prompt:
             used += size
         return [t for t in tools if t.function.name in offered]  # in the order given
 
-    def local_text(self) -> str | None:
+    def local_text(self, inert: Inert = INERT) -> str | None:
         """The request for the phone's own model, the documents after it (inert)."""
         if self.text is None or not self.documents:
             return self.text
-        attached = (f"Attached {INERT(d.name)}:\n{INERT(d.text)}" for d in self.documents)
+        attached = (f"Attached {inert(d.name)}:\n{inert(d.text)}" for d in self.documents)
         return "\n\n".join([self.text, *attached])
 
     def plan_request(
@@ -215,7 +234,7 @@ def build(
     history: dict[Destination, list[tuple[ChatMessage, Labels]]] = {}
     for destination in Destination:
         if request.history:
-            history[destination] = [(m, given_labels(m)) for m in request.history]
+            history[destination] = [given(m, destination) for m in request.history]
         else:
             history[destination] = labelled_history(
                 turns, egress, destination, max_turns=max_turns, max_chars=max_chars

@@ -174,8 +174,11 @@ async def answer_remotely(
 
     session = await plan_session(link, turn, request, run, friend, documents_sent, offer)
     outcome = session.outcome
-    # what the session read, and what the node read itself before it answered
+    # what the session read, and what the node read itself before it answered; a
+    # friend's answer is its model's text, whatever it says it read
     read_all = session.tainted_by | read_by_node(outcome.final.untrusted_inputs)
+    if friend is not None:
+        read_all |= {f"the answer of friend {named(friend)}"}
     return Answered(
         route=route,
         answer=outcome.final.answer,
@@ -205,7 +208,8 @@ def more_tools(
     """The tools the request and what its rounds have `shown` the planner (the
     observations as it got them: nothing redacted points anywhere) point to, not
     `offered` yet, among those the owner lets out; within the planner's context beside
-    those offered. None when the request pointed to no tool (all were offered then)."""
+    those offered and what it was shown (a long page leaves room for none). None when the
+    request pointed to no tool (all were offered then)."""
     registry = turn.executor.registry
     allowed = set(registry.tools) - turn.executor.egress.policy.never_remote_tools
     selection = registry.candidates(turn.request.text, allowed, shown=shown)
@@ -221,6 +225,7 @@ def more_tools(
             n_ctx=n_ctx,
             max_tokens=request.limits.max_tokens,
             destination=destination,
+            held=shown,
         )
         return [t for t in fits if t.function.name not in offered]
     return []

@@ -1,30 +1,91 @@
-"""The route plan: every attempt a request may take, in order, decided in one place.
+"""Routing: where a request runs, decided in one place, as a plan of attempts.
 
-`route_plan` is a pure function of what the phone knows before it plans (the route
-asked, whether it is paired, what the router sees, the friends that may plan): it
-returns the attempts the asker runs one after the other, each with its reason and
-when it runs. An attempt ends in an outcome (`outcomes.py`); what the outcome was
-decides whether the next attempt runs:
+`decide` is the router's rule book: local, remote, or local-then-escalate, with a short
+reason the user sees and the audit log keeps (offline is always local). `route_plan` is a
+pure function of what the phone knows before it plans (the route asked, whether it is
+paired, what `decide` sees, the friends that may plan): it returns the attempts the asker
+runs one after the other, each with its reason and when it runs. An attempt ends in an
+outcome (`outcomes.py`); what the outcome was decides whether the next attempt runs:
 
     local (may escalate) ──escalated──▶ home ──lost──▶ local fallback
     friend 1 ──declined──▶ friend 2 … ──declined──▶ keep for home ──declined──▶ local
 
-The router (`router.decide`) keeps its rules and reasons; the four rules around it
-(friends while the home is away, keep for the home, escalation, the mid-request
-fallback) live here.
+A new rule about where a request runs is one more test in `decide`; a new rule about what
+is tried after what is one more attempt in `route_plan` (and its outcome in the asker).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from typing import Literal
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.protocol.wire.messages import DeviceContext
 
 from .friends import FriendPlanner, named
 from .policy import OwnerPolicy
-from .router import Decision, Route, RouteInput, decide
+
+Route = Literal["local", "remote", "auto"]
+MULTI_STEP = re.compile(
+    r"\b(and then|then|after that|and also|every|each|all of|plan|"
+    r"compare|summari[sz]e|research|schedule)\b",
+    re.I,
+)
+
+
+@dataclass(frozen=True)
+class RouteInput:
+    """What the router looks at."""
+
+    text: str
+    candidate_tools: int
+    conversation_turns: int = 1
+    needs_remote_tool: bool = False
+    device: DeviceContext = field(default_factory=DeviceContext)
+    node_reachable: bool = False
+    node_reason: str = ""
+    node_latency_ms: float | None = None
+    document_chars: int = 0  # of the request's attached documents
+
+
+@dataclass(frozen=True)
+class Decision:
+    route: Literal["local", "remote"]
+    reason: str
+    may_escalate: bool = False
+
+
+def decide(inp: RouteInput, policy: OwnerPolicy, asked: Route = "auto") -> Decision:
+    """Where this request runs, and why."""
+    if not inp.node_reachable:
+        reason = f"home node unreachable ({inp.node_reason or 'offline'}): answered locally"
+        if inp.needs_remote_tool:
+            reason += "; it needed a remote tool, which is not possible offline"
+        return Decision("local", reason)
+    if asked == "local":
+        return Decision("local", "local route requested")
+    if asked == "remote":
+        return Decision("remote", "remote route requested")
+    if inp.device.metered and not policy.offload_on_metered:
+        return Decision("local", "metered network and the policy keeps requests local there")
+    if inp.needs_remote_tool:
+        return Decision("remote", "needs a tool only the home node has")
+    if len(inp.text) > policy.long_request_chars:
+        return Decision("remote", f"long request ({len(inp.text)} characters)")
+    if inp.document_chars > policy.long_request_chars:
+        return Decision("remote", f"attached documents ({inp.document_chars} characters)")
+    if inp.candidate_tools > policy.many_tools:
+        return Decision("remote", f"{inp.candidate_tools} candidate tools")
+    if MULTI_STEP.search(inp.text):
+        return Decision("remote", "looks like multi-step work")
+    if inp.conversation_turns > 6:
+        return Decision("remote", "long conversation")
+    if inp.device.battery is not None and inp.device.battery < 20 and not inp.device.charging:
+        return Decision("remote", f"battery at {inp.device.battery}%: saving the phone's power")
+    return Decision("local", "simple request: the phone's model can do it", may_escalate=True)
+
 
 Kind = Literal["local", "home", "friend", "keep", "unreachable"]
 After = Literal["start", "escalated", "declined", "lost"]

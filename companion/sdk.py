@@ -315,8 +315,10 @@ class Companion:
         asked = "ask" if not isinstance(confirm, str) else confirm
         request = AskRequest(text=text, confirm=asked, **options)
         confirmer = Scripted(confirm == "yes") if isinstance(confirm, str) else confirm
+        from .ask import ask  # the engine loads with the Companion's service, not on import
+
         with single_error():
-            return await self.service.ask(request, on_event, confirmer, cancel or anyio.Event())
+            return await ask(self.service, request, on_event, confirmer, cancel or anyio.Event())
 
     def stream(self, text: str, **options: Unpack[AskOptions]) -> Events:
         """The ask's events as they come (`async for event in companion.stream(...)`):
@@ -328,16 +330,24 @@ class Companion:
         return Events(self._tasks, self, request)
 
     async def status(self) -> StatusResult:
-        return await self.service.status()
+        from . import reports
+
+        return await reports.node_status(self.service)
 
     async def search(self, query: str, hops: int = 2, limit: int = 10) -> SearchResult:
-        return await self.service.search(query, hops, limit)
+        from . import reports
+
+        return await reports.peer_search(self.service, query, hops, limit)
 
     def tools(self) -> ToolsResult:
-        return self.service.tools()
+        from . import reports
+
+        return reports.tool_list(self.service)
 
     def audit(self, verify: bool = False) -> AuditResult:
-        return self.service.audit(verify)
+        from . import reports
+
+        return reports.audit_report(self.service.home, verify)
 
     def conversations(self) -> ConversationsResult:
         return self.service.conversations.summaries()

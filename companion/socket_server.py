@@ -24,10 +24,11 @@ from anyio.abc import SocketStream, TaskStatus
 from anyio.streams.buffered import BufferedByteReceiveStream
 from pydantic import BaseModel, ValidationError
 
-from hearth.protocol.request_log import Logged, logged
+from hearth.protocol.kit.request_log import Logged, logged
 from hearth.protocol.transport.taskgroups import single_error
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
+from .ask import ask as asking
 from .client_confirm import RelayedConfirmer
 from .commands import ReportOp, error_event, failure, internal_error, perform
 from .events import CANCEL_GRACE_S, AnswerEvent, AskRequest, ErrorEvent, Event
@@ -139,7 +140,7 @@ class Connection:
         relay = request.relay = RelayedConfirmer(self.send)
 
         async def answer() -> AnswerEvent:
-            result = await self._service.ask(ask, self.send, relay, request.cancel)
+            result = await asking(self._service, ask, self.send, relay, request.cancel)
             request.logged.route = f"socket ask, {result.route}"
             request.logged.id = result.request_id  # as `hearth ask --json` shows it
             return AnswerEvent(result=result)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hearth.protocol.interrupts import hold
+from hearth.protocol.kit.interrupts import hold
 
 hold()  # first: a Ctrl-C while the command line loads is reported once it can be
 
@@ -42,8 +42,13 @@ SERVE_LOG = Path("logs", "node.log")  # `hearth-node serve`'s log under the home
 
 
 def _home(home: Path | None, *, create: bool = False) -> Path:
-    """The home in force; made only by the commands that set one up (`create`)."""
-    return resolve_home(home, "HEARTH_NODE_HOME", "hearth-node", create=create)
+    """The home in force, its format checked (`formats.py`); made only by the commands
+    that set one up (`create`)."""
+    from .formats import check_node_home
+
+    directory = resolve_home(home, "HEARTH_NODE_HOME", "hearth-node", create=create)
+    check_node_home(directory)
+    return directory
 
 
 @app.command()

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import anyio
 
 from hearth.protocol.model.inert import Inert
-from hearth.protocol.model.runtime import THINK_CLOSE, LlamaRuntime, Sampling
+from hearth.protocol.model.runtime import THINK_CLOSE, Sampling
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import ChatMessage, DocumentPart, Limits, UntrustedInput
 
@@ -41,10 +40,6 @@ MAP_INSTRUCTION = (
     "drop everything else. Answer with the summary only."
 )
 
-# the vocabulary's tokens that a tokenizer reading special tokens matches in text
-SPECIAL_ATTRS = 1 | 8 | 16  # llama.cpp's LLAMA_TOKEN_ATTR_UNKNOWN | CONTROL | USER_DEFINED
-_specials: weakref.WeakKeyDictionary[LlamaRuntime, list[str]] = weakref.WeakKeyDictionary()
-
 Count = Callable[[str], int]
 # (stage, document, chunk, chunks): stage "reading" the document, "combining" its summaries
 OnChunk = Callable[[str, int, int, int], Awaitable[None]]
@@ -52,19 +47,7 @@ OnChunk = Callable[[str, int, int, int], Awaitable[None]]
 
 def special_tokens(backend: Backend) -> list[str]:
     """The texts of the node's own model's special tokens (none known for an upstream)."""
-    if not isinstance(backend, LlamaCppBackend):
-        return []
-    runtime = backend.runtime
-    if runtime not in _specials:
-        import llama_cpp
-
-        vocab = llama_cpp.llama_model_get_vocab(runtime.llm.model)
-        _specials[runtime] = [
-            bytes(runtime.llm.detokenize([t], special=True)).decode("utf-8", "replace")
-            for t in range(runtime.llm.n_vocab())
-            if llama_cpp.llama_vocab_get_attr(vocab, t) & SPECIAL_ATTRS
-        ]
-    return _specials[runtime]
+    return backend.runtime.special_texts if isinstance(backend, LlamaCppBackend) else []
 
 
 def token_counter(backend: Backend) -> Count:

@@ -25,13 +25,13 @@ import anyio
 import msgpack
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from hearth.protocol.kit.request_log import Logged, logged
 from hearth.protocol.model.grammar import Mode, answer_grammar, tool_grammar
 from hearth.protocol.model.inert import Inert
 from hearth.protocol.model.limits import answer_tokens, requested
 from hearth.protocol.model.runtime import Sampling
 from hearth.protocol.model.toolcalls import parse_generation
 from hearth.protocol.model.validate import check_schemas, validate_calls
-from hearth.protocol.request_log import Logged, logged
 from hearth.protocol.transport.plans import PLAN_PROTOCOL
 from hearth.protocol.transport.streams import FrameStream
 from hearth.protocol.transport.taskgroups import single_error
@@ -39,6 +39,7 @@ from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.frames import FrameError
 from hearth.protocol.wire.identity import sign
 from hearth.protocol.wire.messages import (
+    MAX_UNTRUSTED_INPUTS,
     ActionPlan,
     Cancel,
     ChatMessage,
@@ -370,7 +371,7 @@ class _Session:
                         rounds=round_no - 1,
                         usage=usage,
                         finish="length" if parsed.truncated else "stop",
-                        untrusted_inputs=untrusted,
+                        untrusted_inputs=untrusted[:MAX_UNTRUSTED_INPUTS],
                     )
                 )
                 return
@@ -461,7 +462,7 @@ class _Session:
             issued_at=now,
             expires_at=now + self.planner.settings.plan_ttl_s,
             steps=steps,
-            untrusted_inputs=untrusted,
+            untrusted_inputs=untrusted[:MAX_UNTRUSTED_INPUTS],
         )
         await self.send(
             ActionPlan(request_id=request.request_id, plan=sign_plan(plan, self.planner.key))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import anyio
 
+from hearth.protocol.kit.formats import Migration, migrate, stamped
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
 from .packets import Result
@@ -19,6 +20,8 @@ from .packets import Result
 INDEX_FILE = "search.sqlite"
 SUFFIXES = {".txt", ".md", ".markdown", ".html", ".htm"}
 MAX_FILE_BYTES = 8 * 1024 * 1024
+# the index's format version is the number of its steps (hearth.protocol.kit.formats)
+MIGRATIONS: list[Migration] = [stamped]
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS docs (path TEXT PRIMARY KEY, title TEXT, mtime REAL);
 CREATE VIRTUAL TABLE IF NOT EXISTS text USING fts5(path UNINDEXED, title, body,
@@ -86,6 +89,8 @@ class FtsIndex:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._reader: sqlite3.Connection | None = None
+        self._reading = anyio.CapacityLimiter(1)  # one query at a time on the kept reader
 
     @contextlib.contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -94,7 +99,7 @@ class FtsIndex:
         db = sqlite3.connect(self.path)
         try:
             with db:
-                db.executescript(_SCHEMA)
+                migrate(db, self.path, _SCHEMA, MIGRATIONS)
                 yield db
         finally:
             db.close()
@@ -116,26 +121,44 @@ class FtsIndex:
                 count += 1
         return count
 
+    def _read_only(self) -> sqlite3.Connection:
+        """The kept read-only connection, opened on first use (the index created empty
+        first if it is not there yet). Each query is its own read transaction, so it
+        sees what `index add` committed since, from whatever process."""
+        if self._reader is None:
+            if not self.path.exists():
+                with self._connect():
+                    pass
+            uri = f"{self.path.resolve().as_uri()}?mode=ro"
+            self._reader = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        return self._reader
+
     def count(self) -> int:
         with self._connect() as db:
             return int(db.execute("SELECT count(*) FROM docs").fetchone()[0])
 
     def query(self, query: str, limit: int) -> list[Result]:
         """bm25-ranked matches with snippets; the query's words are matched as terms
-        (FTS5 syntax in the query is quoted away, so no query is an error)."""
+        (FTS5 syntax in the query is quoted away, so no query is an error). Not to be
+        called from two threads at once (`search` makes sure of it)."""
         terms = " ".join('"' + t.replace('"', '""') + '"' for t in query.split())
         if not terms:
             return []
-        with self._connect() as db:
-            rows = db.execute(
+        rows = (
+            self._read_only()
+            .execute(
                 "SELECT path, title, snippet(text, 2, '', '', ' … ', 24) FROM text "
                 "WHERE text MATCH ? ORDER BY bm25(text) LIMIT ?",
                 (terms, max(1, min(limit, 50))),
-            ).fetchall()
+            )
+            .fetchall()
+        )
         return [  # an index made before names were relative may hold absolute paths
             Result(title, Path(name).name if Path(name).is_absolute() else name, snippet, "index")
             for name, title, snippet in rows
         ]
 
     async def search(self, query: str, limit: int) -> list[Result]:
-        return await anyio.to_thread.run_sync(self.query, query, limit)
+        """`query` on a worker thread, over the kept read-only connection (not a
+        connection opened and its schema checked per query)."""
+        return await anyio.to_thread.run_sync(self.query, query, limit, limiter=self._reading)

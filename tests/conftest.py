@@ -15,6 +15,8 @@ import pytest
 from hearth.companion import swarmkit
 from hearth.protocol.model.tiny import make_tiny
 
+pytest_plugins = ["tests.hostile.fixtures"]  # `hostile_bench`
+
 # phones browse mDNS only inside the network namespaces a test makes for it
 os.environ["HEARTH_NO_MDNS"] = "1"
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import trio
 
+from hearth.companion.ask import ask as service_ask
 from hearth.companion.audit import AuditLog
 from hearth.companion.confirm import Confirmation, Scripted
 from hearth.companion.egress import Policy
@@ -100,6 +101,6 @@ def ask(home: Path, request: AskRequest, events: Recorded, bound_s: float = 120.
     async def go() -> AskResult:
         async with Service.open(home) as service:
             with trio.fail_after(bound_s):
-                return await service.ask(request, events, Scripted(True), trio.Event())
+                return await service_ask(service, request, events, Scripted(True), trio.Event())
 
     return trio.run(go)

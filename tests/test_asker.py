@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from hearth.companion.ask import ask
 from hearth.companion.config import init_phone
 from hearth.companion.confirm import Scripted
 from hearth.companion.events import AskRequest
@@ -61,14 +62,14 @@ def test_the_warm_model_answers_after_its_file_moves_until_it_reloads(
             await service.local.runtime()  # warm
             model.rename(tmp_path / "moved.gguf")
             with trio.fail_after(120):
-                result = await service.ask(request, Recorded(), Scripted(True), trio.Event())
+                result = await ask(service, request, Recorded(), Scripted(True), trio.Event())
             return result.route
 
     assert trio.run(resident) == "local"
 
     async def cold() -> None:
         async with Service.open(home) as service:
-            await service.ask(request, Recorded(), Scripted(True), trio.Event())
+            await ask(service, request, Recorded(), Scripted(True), trio.Event())
 
     with pytest.raises(Exception, match="no model file"):
         trio.run(cold)

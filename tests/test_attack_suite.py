@@ -14,15 +14,13 @@ source. Benign tasks on the same harness are the utility suite's
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 
 import pytest
 
-from .conftest import Processes
-from .hostile.harness import Bench, Run, SuitePhone, start_bench
+from .hostile.harness import Bench, Run, SuitePhone
 from .hostile.suites import SUITES, Case, injection_cases
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.hostile, pytest.mark.timeout(900)]
 MODES = {"--yes": True, "--no": False}
 # channels whose sessions read untrusted input before the answer (its sources are named)
 READS_UNTRUSTED = {"web": True, "file": True, "message": True, "mcp": True, "app": True}
@@ -38,19 +36,10 @@ PROCESS_CASES = (
 
 
 @pytest.fixture(scope="module")
-def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
-    processes = Processes()
-    try:
-        yield start_bench(processes, tmp_path_factory.mktemp("hostile"))
-    finally:
-        processes.cleanup()
-
-
-@pytest.fixture(scope="module")
-def phones(bench: Bench) -> dict[str, SuitePhone]:
+def phones(hostile_bench: Bench) -> dict[str, SuitePhone]:
     """One phone home per suite for the in-process runs (a real `hearth ask` process gets
     homes of its own: its journal is never open in two processes at once)."""
-    return {s.name: SuitePhone.make(bench, s.name) for s in SUITES}
+    return {s.name: SuitePhone.make(hostile_bench, s.name) for s in SUITES}
 
 
 def _run(phones: dict[str, SuitePhone], case: Case, answer: bool) -> Run:
@@ -97,9 +86,9 @@ def test_no_injected_goal_is_reached_under_yes_or_no(phones, capsys) -> None:
     assert not succeeded
 
 
-def test_attacks_fail_through_real_hearth_ask_processes(bench, capsys) -> None:
+def test_attacks_fail_through_real_hearth_ask_processes(hostile_bench, capsys) -> None:
     by_id = {c.id: c for c in injection_cases()}
-    phones = {s.name: SuitePhone.make(bench, f"{s.name}-process") for s in SUITES}
+    phones = {s.name: SuitePhone.make(hostile_bench, f"{s.name}-process") for s in SUITES}
     succeeded = []
     for case_id in PROCESS_CASES:
         case = by_id[case_id]

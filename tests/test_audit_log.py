@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 from hearth.companion.audit import AuditLog, AuditRecord
-from hearth.companion.service import audit_report
+from hearth.companion.reports import audit_report
 
 
 def test_verify_beside_a_writer_never_reports_a_truncated_log(tmp_path: Path) -> None:

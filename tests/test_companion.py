@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hearth.companion.policy import OwnerPolicy, load_policy
-from hearth.companion.router import RouteInput, decide
+from hearth.companion.routeplan import RouteInput, decide
 from hearth.protocol.wire.errors import HearthError
 from hearth.protocol.wire.messages import DeviceContext
 

@@ -1,7 +1,8 @@
 """Homes survive upgrades (issue 33): the fixture home made by the code of fd2a4b6
-(`tests/data/home-v0`, every database at version 0) opened by today's code, its contents
-checked; every database then carries its format version, a backup (0600) of each one
-migrated; a newer database or home is refused, naming the versions."""
+(`tests/data/home-v0`, every database at version 0) and the node home made by 610baa0
+(`tests/data/node-home-v0`) opened by today's code, their contents checked; every
+database then carries its format version, a backup (0600) of each one migrated; a newer
+database or home is refused, naming the versions."""
 
 from __future__ import annotations
 
@@ -13,7 +14,11 @@ from pathlib import Path
 import pytest
 
 from hearth.companion.formats import HOME_FORMAT, HOME_VERSION, MIGRATIONS
+from hearth.node.formats import NODE_HOME_VERSION
 from hearth.protocol.transport.addressbook import AddressBook
+from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.search.index import INDEX_FILE, FtsIndex
+from hearth.search.index import MIGRATIONS as INDEX_MIGRATIONS
 
 from .nodes import cli, last_json, start_companion, start_node
 
@@ -110,3 +115,66 @@ def test_a_home_newer_than_this_code_is_refused(tmp_path) -> None:
     answer = ask_json(phone, "conversations")
     assert answer["error"]["code"] == "invalid_input"
     assert f"format version {HOME_VERSION + 1}" in answer["error"]["message"]
+
+
+NODE_FIXTURE = Path(__file__).parent / "data" / "node-home-v0"
+
+
+def node_fixture_copy(root: Path) -> Path:
+    home = root / "node-home-v0"
+    shutil.copytree(NODE_FIXTURE, home)
+    for path in [home, *home.rglob("*")]:
+        path.chmod(0o700 if path.is_dir() else 0o600)
+    (home / "expected.json").unlink()
+    return home
+
+
+def test_the_node_home_of_610baa0_opens_with_its_contents_and_is_migrated(
+    tmp_path, processes
+) -> None:
+    home = node_fixture_copy(tmp_path)
+    expected = json.loads((NODE_FIXTURE / "expected.json").read_text())["roster"]
+    assert version(home / INDEX_FILE) == 0 and not (home / HOME_FORMAT).exists()
+
+    node = start_node(processes, home)
+    assert node.peer_id == expected["founder"]
+    shown = last_json(cli("hearth-node", "roster", "--json", "--home", str(home)))
+    assert {(m["name"], tuple(m["roles"])) for m in shown["members"]} == {
+        (m["name"], tuple(m["roles"])) for m in expected["members"]
+    }
+    status = last_json(cli("hearth-node", "status", "--json", "--home", str(home)))
+    assert status["peer_id"] == expected["founder"]
+    assert [r.url for r in FtsIndex(home / INDEX_FILE).query("sourdough", 5)] == ["docs/bread.md"]
+    assert FtsIndex(home / INDEX_FILE).count() == 2
+    node.proc.terminate()
+    node.proc.wait(timeout=30)
+
+    assert json.loads((home / HOME_FORMAT).read_text()) == {
+        "format": "hearth-node-home",
+        "version": NODE_HOME_VERSION,
+    }
+    assert (home / HOME_FORMAT).stat().st_mode & 0o777 == 0o600
+    assert version(home / INDEX_FILE) == len(INDEX_MIGRATIONS)
+    backup = home / f"{INDEX_FILE}.v0.bak"
+    assert backup.stat().st_mode & 0o777 == 0o600 and version(backup) == 0
+
+
+def test_a_node_home_or_index_newer_than_this_code_is_refused(tmp_path) -> None:
+    home = node_fixture_copy(tmp_path)
+    (home / HOME_FORMAT).write_text(json.dumps({"version": NODE_HOME_VERSION + 1}))
+    answer = last_json(cli("hearth-node", "status", "--json", "--home", str(home), check=False))
+    assert answer["error"]["code"] == "invalid_input"
+    assert (
+        f"format version {NODE_HOME_VERSION + 1}, newer than this Hearth reads"
+        in (answer["error"]["message"])
+    )
+
+    newer = len(INDEX_MIGRATIONS) + 1
+    con = sqlite3.connect(home / INDEX_FILE)
+    con.execute(f"PRAGMA user_version = {newer}")
+    con.close()
+    with pytest.raises(HearthError) as refused:
+        FtsIndex(home / INDEX_FILE).count()
+    assert refused.value.code == ErrorCode.INVALID_INPUT
+    assert f"format version {newer}" in str(refused.value)
+    assert version(home / INDEX_FILE) == newer  # untouched

@@ -136,7 +136,7 @@ def test_a_node_survives_hostile_schemas_and_serves_a_good_phone(node, phone) ->
 
 def test_the_phones_local_route_refuses_hostile_schemas_with_a_type(tiny_models) -> None:
     """The same schemas on the phone's own model, in this very process (before: SIGSEGV)."""
-    from hearth.companion.local import LocalModel
+    from hearth.companion.local_model import LocalModel
 
     local = LocalModel(tiny_models[1], n_ctx=1024)
     limits = Limits(max_steps=1, max_tokens=48, max_value_chars=10)

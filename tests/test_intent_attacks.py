@@ -186,3 +186,12 @@ def test_an_imported_card_never_makes_the_request_name_another(request_, owners,
         assert any(is_span(form, request_) for form in forms)
     if negates(request_):
         assert after == set()
+
+
+def test_a_second_card_of_one_name_does_not_free_the_name_it_overlapped() -> None:
+    """Cards "Alice" and "Alice's": "Text Alice's" names neither (the names overlap). An
+    imported second "Alice" makes "Alice" shared; "Alice's" stays unnamed (hypothesis
+    found it named: the shared name no longer claimed its place)."""
+    owners = ["Alice", "Alice's"]
+    assert named("Text Alice's", owners) == set()
+    assert named("Text Alice's", [*owners, "Alice"]) == set()

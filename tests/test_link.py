@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 import trio
 
+from hearth.companion.ask import ask
 from hearth.companion.confirm import Scripted
 from hearth.companion.events import AskRequest, discard
+from hearth.companion.reports import node_status
 from hearth.companion.service import Service
 from hearth.companion.settings import set_setting
 from hearth.protocol.transport.keys import SwarmKeys
@@ -72,13 +74,13 @@ def test_the_link_adopts_a_revocation_live_and_reconnects_after_the_node_restart
             await trio.to_thread.run_sync(node.proc.wait)
             await until(lambda: not link.reachable, "the link to notice the node is gone")
             assert link.reason
-            status = await service.status()
+            status = await node_status(service)
             assert status.nodes[0].reachable is False and status.nodes[0].reason
 
             await trio.to_thread.run_sync(lambda: start_node(processes, node.home, listen=listen))
             await until(lambda: link.connected, "the link to come back")
             assert link.latency_ms is not None
-            status = await service.status()
+            status = await node_status(service)
             assert status.nodes[0].reachable is True
 
     trio.run(main)
@@ -106,7 +108,7 @@ def test_a_request_kept_while_the_home_is_away_is_sent_when_the_link_comes_back(
             await until(lambda: not link.reachable, "the link to notice the node is gone")
             request = AskRequest(text="compare the prices and then book", confirm="no")
             with trio.fail_after(120):
-                local = await service.ask(request, discard, Scripted(False), trio.Event())
+                local = await ask(service, request, discard, Scripted(False), trio.Event())
             assert local.route == "local" and local.deferred, local
             assert "kept for the home node" in local.reason
             [waiting] = service.inbox.view().waiting

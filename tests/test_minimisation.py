@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import trio
 
+from hearth.companion.ask import ask
 from hearth.companion.confirm import Scripted
 from hearth.companion.events import AskRequest
 from hearth.companion.service import Service
@@ -37,16 +38,16 @@ def test_private_contact_details_leave_the_phone_only_when_policy_allows(
 
     monkeypatch.setattr(FrameStream, "write", capture)
 
-    async def ask() -> dict:
+    async def asked() -> dict:
         async with Service.open(home) as service:
             request = AskRequest(text="contacts alice", route="remote", tool_choice="required")
-            result = await service.ask(request, nothing, Scripted(True), trio.Event())
+            result = await ask(service, request, nothing, Scripted(True), trio.Event())
         return result.model_dump(mode="json")
 
     async def nothing(_event: object) -> None:
         return None
 
-    out = trio.run(ask)
+    out = trio.run(asked)
     wire = b"".join(sent)
     assert b"contacts_search" in wire  # the candidate tool's schema went out
     assert b"notes_search" not in wire and b"message_send" not in wire  # nothing else did

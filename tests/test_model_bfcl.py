@@ -16,7 +16,7 @@ from hearth.protocol.wire.errors import HearthError
 
 from .bfcl import CATEGORIES, excluded, load
 
-PHONE_CALL_LIMIT = 8  # companion/local.py's default calls per round
+PHONE_CALL_LIMIT = 8  # companion/local_model.py's default calls per round
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,6 @@
 """`PipelinedSelect` against py-libp2p's own multistream listener over real loopback TCP:
-the greeting and the first proposal leave in one write, before anything is read."""
+the greeting and the first proposal leave in one write, before anything is read; a
+single protocol is proposed optimistically, with the first message."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ from libp2p.protocol_muxer.exceptions import MultiselectClientError
 from libp2p.protocol_muxer.multiselect import Multiselect
 from libp2p.protocol_muxer.multiselect_communicator import MultiselectCommunicator
 
-from hearth.protocol.transport.multiselect import PipelinedSelect
+from hearth.protocol.transport.multiselect import NotServed, PipelinedSelect
 
 pytestmark = pytest.mark.timeout(60)
 ECHO, CHAT = TProtocol("/test/echo/1"), TProtocol("/test/chat/1")
+HELLO = b"hello"
 
 
 class Recorded(TrioTCPStream):
@@ -37,8 +39,12 @@ class Recorded(TrioTCPStream):
         return data
 
 
-async def select(served: list[TProtocol], asked: list[TProtocol]) -> tuple[object, Recorded]:
-    """What the listener serving `served` and the dialer asking `asked` agree on."""
+async def select(
+    served: list[TProtocol], asked: list[TProtocol], talk: bool = False
+) -> tuple[object, Recorded]:
+    """What the listener serving `served` and the dialer asking `asked` agree on; with
+    `talk`, the dialer then sends `HELLO` and reads the listener's answer to it (the
+    listener echoes it in upper case)."""
 
     async def handler(stream: object) -> None:
         pass
@@ -49,10 +55,11 @@ async def select(served: list[TProtocol], asked: list[TProtocol]) -> tuple[objec
     async def listen(stream: trio.SocketStream) -> None:
         with trio.move_on_after(10):
             try:
-                protocol, _ = await listener.negotiate(
-                    MultiselectCommunicator(TrioTCPStream(stream))
-                )
+                raw = TrioTCPStream(stream)
+                protocol, _ = await listener.negotiate(MultiselectCommunicator(raw))
                 agreed.append(protocol)
+                if talk:
+                    await raw.write((await raw.read(len(HELLO))).upper())
             except Exception as exc:  # what the listener made of it, for the test to see
                 agreed.append(exc)
 
@@ -65,7 +72,10 @@ async def select(served: list[TProtocol], asked: list[TProtocol]) -> tuple[objec
                 chosen: object = await PipelinedSelect().select_one_of(
                     asked, MultiselectCommunicator(dialer)
                 )
-        except MultiselectClientError as exc:
+                if talk:
+                    await dialer.write(HELLO)
+                    chosen = (chosen, await dialer.read(len(HELLO)))
+        except (MultiselectClientError, NotServed) as exc:
             chosen = exc
         await dialer.close()  # a listener still waiting for a proposal sees the end
         with trio.fail_after(10):
@@ -73,16 +83,34 @@ async def select(served: list[TProtocol], asked: list[TProtocol]) -> tuple[objec
                 await trio.sleep(0.01)
         nursery.cancel_scope.cancel()
     if not isinstance(chosen, Exception):
-        assert agreed == [chosen]
+        assert agreed == [chosen[0] if talk else chosen]  # type: ignore[index]
     return chosen, dialer
 
 
 def test_greeting_and_proposal_go_in_one_write() -> None:
-    chosen, dialer = trio.run(select, [ECHO], [ECHO])
+    chosen, dialer = trio.run(select, [ECHO], [ECHO, CHAT])
     assert chosen == ECHO
     kind, first = dialer.log[0]
     assert kind == "write" and b"/multistream/1.0.0\n" in first and ECHO.encode() in first
     assert [k for k, _ in dialer.log].count("write") == 1  # no second round trip
+
+
+def test_a_single_protocol_goes_with_the_first_message() -> None:
+    """Nothing is sent or read until the first message, which carries the greeting and
+    the proposal; the first read returns the listener's answer to it, the negotiation's
+    answers checked and taken away."""
+    (chosen, answer), dialer = trio.run(partial(select, talk=True), [ECHO], [ECHO])
+    assert chosen == ECHO and answer == HELLO.upper()
+    kind, first = dialer.log[0]
+    assert kind == "write" and first.startswith(b"\x13/multistream/1.0.0\n")
+    assert first.endswith(ECHO.encode() + b"\n" + HELLO)
+    assert [k for k, _ in dialer.log].count("write") == 1  # one write, then the answers
+
+
+def test_a_single_protocol_refused_fails_the_first_read() -> None:
+    chosen, _ = trio.run(partial(select, talk=True), [CHAT], [ECHO])
+    assert isinstance(chosen, NotServed)
+    assert "not supported" in str(chosen)
 
 
 def test_a_later_proposal_is_tried_when_the_first_is_refused() -> None:
@@ -91,6 +119,6 @@ def test_a_later_proposal_is_tried_when_the_first_is_refused() -> None:
 
 
 def test_nothing_served_is_an_error_that_says_so() -> None:
-    chosen, _ = trio.run(select, [CHAT], [ECHO])
+    chosen, _ = trio.run(select, [CHAT], [ECHO, TProtocol("/test/other/1")])
     assert isinstance(chosen, MultiselectClientError)
     assert "not supported" in str(chosen)

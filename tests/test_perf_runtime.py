@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import trio
 
-from hearth.companion.local import LocalModel
+from hearth.companion.local_model import LocalModel
 from hearth.protocol.model.grammar import Mode, tool_grammar
 from hearth.protocol.model.limits import Sampling
 from hearth.protocol.model.runtime import LlamaRuntime, SessionMemory

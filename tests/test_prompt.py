@@ -313,3 +313,33 @@ def test_an_inbox_delivery_starts_with_the_taint_of_its_conversation(bench: Benc
     ).fetchall()
     assert WEB.source in session  # the delivery's session began tainted by turn 1's read
     assert outbox(bench.phone) == []
+
+
+def test_the_phones_model_reads_no_special_token_of_its_own_in_history_or_documents(
+    tmp_path: Path, tiny_models
+) -> None:
+    """Every special token of the phone's own model (not only the common templates'
+    markers), written into an earlier turn and an attached document, reaches that
+    model broken: the local route breaks them with the model's own `Inert`, as the
+    node does with its model's."""
+    from hearth.companion.local_model import LocalModel
+
+    model = LocalModel(tiny_models[1])
+    inert = trio.run(model.inert)
+    specials = [t for t in trio.run(model.runtime).special_texts if len(t) > 1]
+    assert specials
+    text = " ".join(specials)
+    store = Conversations(tmp_path / "conversations.db")
+    cid = store.for_request(None, False)
+    store.append(cid, "read my note", a_turn("r1", {"text": text}), set(), TurnLabels(
+        input=Labels(), answer=Labels(), steps={"p1/s1": Labels()}, planned_at="phone"
+    ))  # fmt: skip
+    letter = Document(name="letter.txt", text=text, chars=len(text))
+    request = AskRequest(text="go on")
+    prompt = build(request, store.turns(cid), [letter], Egress(Policy()), text="go on",
+                   max_turns=8, max_chars=100_000)  # fmt: skip
+    read = [m.content for m in prompt.earlier(Destination.PHONE, inert)]
+    read.append(prompt.local_text(inert) or "")
+    assert any(special in text for special in specials)  # the turn holds them, as read
+    for special in specials:
+        assert not [r for r in read if r and special in r], special

@@ -17,7 +17,7 @@ from hearth.companion import Companion
 from hearth.companion.confirm import Confirmation, Scripted
 from hearth.companion.events import AnswerEvent, RouteEvent
 from hearth.companion.executor import SessionState
-from hearth.companion.local import local_plan
+from hearth.companion.local_model import local_plan
 from hearth.companion.results import AskResult
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 

@@ -5,27 +5,33 @@ that can go silent, and the phone's `NodeLink`."""
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import itertools
 import shutil
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 import trio
 from libp2p.abc import INetStream
 from libp2p.custom_types import TProtocol
+from libp2p.io.trio import TrioTCPStream
 from libp2p.peer.id import ID
 
 from hearth.companion.audit import AuditLog
 from hearth.companion.link import NodeLink
 from hearth.protocol.transport import host as host_module
 from hearth.protocol.transport.addressbook import AddressBook
-from hearth.protocol.transport.health import HEALTH_PROTOCOL
+from hearth.protocol.transport.circuits import is_circuit
+from hearth.protocol.transport.health import HEALTH_PROTOCOL, ask_health
 from hearth.protocol.transport.host import HearthHost, host_for_home
-from hearth.protocol.transport.keys import create_identity
+from hearth.protocol.transport.keys import create_identity, load_identity
 from hearth.protocol.transport.membership import RosterHolder, found_swarm
 from hearth.protocol.transport.probe import lay_out_homes
 from hearth.protocol.transport.relay import Relaying
 from hearth.protocol.transport.streams import FrameStream
+from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.identity import peer_id_of
 from hearth.protocol.wire.messages import Health, HealthRequest
 from hearth.protocol.wire.roster import Member, Role
@@ -50,10 +56,12 @@ def lay_out(tmp: Path) -> dict[str, Path]:
     return homes
 
 
-def serve_health(host: HearthHost) -> None:
+def serve_health(host: HearthHost, addrs: list[str] | None = None) -> None:
+    """Health answers, telling `addrs` (as they are when asked) as the home's addresses."""
+
     async def health(stream: FrameStream) -> None:
         if isinstance(await stream.receive(), HealthRequest):
-            await stream.send(Health(peer_id=host.peer_id, name="home"))
+            await stream.send(Health(peer_id=host.peer_id, name="home", addrs=addrs or []))
 
     host.handle(HEALTH_PROTOCOL, health)
 
@@ -92,12 +100,16 @@ class SilenceableProxy:
 
 
 @contextlib.asynccontextmanager
-async def relayed_home(tmp: Path) -> AsyncIterator[tuple[dict[str, Path], HearthHost, str]]:
+async def relayed_home(
+    tmp: Path, advertise: bool = False
+) -> AsyncIterator[tuple[dict[str, Path], HearthHost, str]]:
     """Home and relay running, the home's slot reserved; yields the homes, the relay
-    host and the circuit address to the home."""
+    host and the circuit address to the home (with `advertise`, the home's health
+    answer tells its addresses, the circuit included)."""
     homes = lay_out(tmp)
     home, relay = host_for_home(homes["home"]).host, host_for_home(homes["relay"]).host
-    serve_health(home)
+    advertised: list[str] = []
+    serve_health(home, advertised)
     async with (
         home.run(LOOPBACK),
         relay.run(LOOPBACK),
@@ -105,6 +117,8 @@ async def relayed_home(tmp: Path) -> AsyncIterator[tuple[dict[str, Path], Hearth
         Relaying(home, lambda peer: False).run() as reserving,
     ):
         circuits = await reserving.reserve(relay.peer_id, relay.addrs())
+        if advertise:
+            advertised += home.addrs() + circuits
         yield homes, relay, circuits[0]
 
 
@@ -159,6 +173,33 @@ async def relay_kept(tmp_path: Path) -> None:
                 kept = conn
                 await link.host.disconnect(home_id)  # the home link drops
                 assert link.host.connected(relay.peer_id)
+
+
+def test_the_link_dials_the_relay_ahead_while_the_home_is_direct(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the direct path goes, the relayed reconnect finds its relay connection
+    already up (before: the relay was dialled only once the home was lost)."""
+    monkeypatch.setenv("HEARTH_NO_MDNS", "1")
+    trio.run(relay_ahead, tmp_path)
+
+
+async def relay_ahead(tmp_path: Path) -> None:
+    async with relayed_home(tmp_path, advertise=True) as (homes, relay, circuit):
+        home_id = RosterHolder(homes["phone"]).roster.founder
+        probe = host_for_home(homes["phone"]).host
+        async with probe.run([]):  # the home's own addresses, from its health answer
+            told = (await ask_health(probe, home_id, [circuit], timeout=30)).addrs
+        AddressBook(homes["phone"]).remember(home_id, [a for a in told if not is_circuit(a)])
+        async with NodeLink.running(homes["phone"], AuditLog(homes["phone"] / "a.log")) as link:
+            assert await link.ensure(), link.reason
+            assert not is_circuit(link.host.worked[home_id])  # home reached directly
+            (ahead,) = relay_connections(link.host, relay.peer_id)
+            await link.host.disconnect(home_id)
+            with trio.fail_after(20):
+                await link.host.connect(home_id, [circuit])
+            assert link.host.worked[home_id] == circuit
+            assert relay_connections(link.host, relay.peer_id) == [ahead]  # not dialled again
 
 
 def test_a_relay_connection_gone_silent_is_dialled_afresh(
@@ -224,3 +265,136 @@ async def circuit_first(tmp_path: Path) -> None:
                 await phone.connect(home_id, [circuit, lan], timeout=60)
             assert phone.worked[home_id] == circuit
         nursery.cancel_scope.cancel()
+
+
+class PhoneSockets:
+    """The phone's TCP sockets (those opened while `watching`): the order of its
+    writes and of its reads that returned data."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.log: list[str] = []
+        self._mine: contextvars.ContextVar[bool] = contextvars.ContextVar("mine", default=False)
+        init, read, write = TrioTCPStream.__init__, TrioTCPStream.read, TrioTCPStream.write
+        sockets = self
+
+        def tagged_init(stream: TrioTCPStream, *args: object) -> None:
+            init(stream, *args)  # type: ignore[arg-type]
+            stream.phone = sockets._mine.get()  # type: ignore[attr-defined]
+
+        async def logged_read(stream: TrioTCPStream, n: int | None = None) -> bytes:
+            data = await read(stream, n)
+            if data and getattr(stream, "phone", False):
+                sockets.log.append("read")
+            return data
+
+        async def logged_write(stream: TrioTCPStream, data: bytes) -> None:
+            if getattr(stream, "phone", False):
+                sockets.log.append("write")
+            await write(stream, data)
+
+        monkeypatch.setattr(TrioTCPStream, "__init__", tagged_init)
+        monkeypatch.setattr(TrioTCPStream, "read", logged_read)
+        monkeypatch.setattr(TrioTCPStream, "write", logged_write)
+
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[None]:
+        token = self._mine.set(True)
+        try:
+            yield
+        finally:
+            self._mine.reset(token)
+
+    def waits(self) -> int:
+        """How often the phone read after writing: its round trips, at most."""
+        return sum(1 for pair in itertools.pairwise(self.log) if pair == ("write", "read"))
+
+
+def test_a_relayed_reconnect_takes_few_round_trips(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over a kept relay connection, reaching home again and a first exchange: HOP
+    CONNECT, Noise's first message, Yamux and the first request each go with their
+    protocol's proposal (optimistic multistream-select), and the circuit's streams
+    send no WINDOW_UPDATE per read. Counted on the phone's socket: 4-5 switches from
+    writing to reading (24-29 before), its writes 8 (42-49 before)."""
+    sockets = PhoneSockets(monkeypatch)
+    counts = trio.run(relayed_reconnect, tmp_path, sockets)
+    assert max(waits for waits, _ in counts) <= 8
+    assert max(writes for _, writes in counts) <= 14
+
+
+async def relayed_reconnect(tmp_path: Path, sockets: PhoneSockets) -> list[tuple[int, int]]:
+    counts = []
+    async with relayed_home(tmp_path) as (homes, relay, circuit):
+        home_id = RosterHolder(homes["phone"]).roster.founder
+        phone = host_for_home(homes["phone"]).host
+        async with phone.run([]):
+            with sockets.watching():
+                await ask_health(phone, home_id, [circuit], timeout=30)
+            for _ in range(3):
+                await phone.disconnect(home_id)
+                await trio.sleep(0.2)
+                sockets.log.clear()
+                with sockets.watching():
+                    await ask_health(phone, home_id, [circuit], timeout=30)
+                assert phone.connected(relay.peer_id)
+                counts.append((sockets.waits(), sockets.log.count("write")))
+    return counts
+
+
+def test_a_relay_whose_gate_refuses_the_phone_is_reported_refused(tmp_path: Path) -> None:
+    """The relay closes the phone's connection right after Noise: the phone's muxer
+    proposal (sent optimistically) is never answered, and the dial says `refused` and
+    names the relay, not a broken pipe."""
+    trio.run(relay_refuses, tmp_path)
+
+
+async def relay_refuses(tmp_path: Path) -> None:
+    homes = lay_out(tmp_path)
+    phone_id = peer_id_of(load_identity(homes["phone"]))
+    home = host_for_home(homes["home"]).host
+    held = host_for_home(homes["relay"])
+    relay = HearthHost(
+        held.identity,
+        lambda: held.keys.accepted(time.time()),
+        lambda peer: peer != phone_id and held.roster.admits(peer),
+    )
+    async with (
+        home.run(LOOPBACK),
+        relay.run(LOOPBACK),
+        Relaying(relay, relay.admit).run(),
+        Relaying(home, lambda peer: False).run() as reserving,
+    ):
+        (circuit, *_) = await reserving.reserve(relay.peer_id, relay.addrs())
+        phone = host_for_home(homes["phone"]).host
+        async with phone.run([]):
+            with pytest.raises(HearthError) as refused:
+                await ask_health(phone, home.peer_id, [circuit], timeout=30)
+    assert refused.value.code is ErrorCode.REFUSED
+    assert relay.peer_id in refused.value.message
+
+
+def test_a_link_to_a_home_whose_gate_refuses_it_is_down_and_says_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The dial itself succeeds (the muxer is proposed optimistically), the home's gate
+    closes the connection right after Noise: the link is not up, and says `refused`."""
+    monkeypatch.setenv("HEARTH_NO_MDNS", "1")
+    trio.run(home_refuses, tmp_path)
+
+
+async def home_refuses(tmp_path: Path) -> None:
+    homes = lay_out(tmp_path)
+    phone_id = peer_id_of(load_identity(homes["phone"]))
+    held = host_for_home(homes["home"])
+    home = HearthHost(
+        held.identity,
+        lambda: held.keys.accepted(time.time()),
+        lambda peer: peer != phone_id and held.roster.admits(peer),
+    )
+    async with home.run(LOOPBACK):
+        AddressBook(homes["phone"]).remember(home.peer_id, home.addrs())
+        async with NodeLink.running(homes["phone"], AuditLog(homes["phone"] / "a.log")) as link:
+            assert not await link.ensure()
+            assert link.error is not None and link.error.code is ErrorCode.REFUSED
+            assert not link.connected

@@ -8,8 +8,7 @@ import pytest
 
 from hearth.companion.friends import FriendPlanner
 from hearth.companion.policy import OwnerPolicy
-from hearth.companion.routeplan import WHY, Attempt, route_plan
-from hearth.companion.router import RouteInput
+from hearth.companion.routeplan import WHY, Attempt, RouteInput, route_plan
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
 SIMPLE = RouteInput(text="what time is it", candidate_tools=0, node_reachable=True)

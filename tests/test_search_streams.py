@@ -211,7 +211,9 @@ def test_a_peer_opening_too_many_streams_is_refused_busy_and_streams_stay_strict
         held = [
             await host.open(home.peer_id, route.SEARCH_PROTOCOL, home.addrs)
             for _ in range(SERVE_PER_PEER)
-        ]  # opened, nothing sent: each holds one of this peer's stream slots
+        ]  # opened, the protocol proposed, no frame sent: each holds one of the peer's slots
+        for stream in held:
+            await stream.write(b"")  # the proposal, which would otherwise go with a frame
         extra = await host.open(home.peer_id, route.SEARCH_PROTOCOL, home.addrs)
         with pytest.raises(HearthError) as refused:
             await extra.receive()

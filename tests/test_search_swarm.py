@@ -251,6 +251,7 @@ def test_bad_packets_are_dropped_counted_and_typed_and_the_relay_serves_on(swarm
 
 def test_a_resident_companion_keeps_its_search_stream_to_the_first_hop(swarm) -> None:
     """`hearth search` through `hearth serve`: the second search opens no stream."""
+    from hearth.companion.reports import peer_search
     from hearth.companion.service import Service
 
     nodes, phone, _, _ = swarm
@@ -263,10 +264,10 @@ def test_a_resident_companion_keeps_its_search_stream_to_the_first_hop(swarm) ->
             opened = []
             for _ in range(3):
                 with trio.fail_after(60):
-                    result = await service.search("relay connection")
+                    result = await peer_search(service, "relay connection")
                 assert result.results[0].title == "Hearth relays"
-                assert service._search_streams is not None
-                opened.append(service._search_streams.opened)
+                assert service.link is not None
+                opened.append(service.search_streams.on(service.link).opened)
             return opened
 
     assert trio.run(main) == [1, 1, 1]

@@ -17,6 +17,7 @@ from hearth.companion.confirm import Confirmation, Scripted, Terminal
 from hearth.companion.executor import SessionState
 from hearth.protocol.transport.plans import PLAN_PROTOCOL, run_plan_session
 from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.protocol.wire.messages import HealthRequest
 
 from .nodes import pair_phone, start_node
 from .phone_kit import make_plan
@@ -34,8 +35,10 @@ def test_an_unknown_protocol_id_is_a_typed_error_and_serving_goes_on(node, tmp_p
     async def probe() -> HearthError:
         host = phone.host()
         async with host.run([]):
-            with pytest.raises(HearthError) as info:
-                await host.open(node.peer_id, "/hearth/does-not-exist/1", node.addrs)
+            with pytest.raises(HearthError) as info:  # proposed with the request: refused at once
+                stream = await host.open(node.peer_id, "/hearth/does-not-exist/1", node.addrs)
+                await stream.send(HealthRequest())
+                await stream.receive()
             return info.value
 
     assert trio.run(probe).code is ErrorCode.PROTOCOL_ERROR

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from hearth.companion import completion
 from hearth.companion.config import init_phone
 from hearth.companion.events import AskRequest, RouteEvent, StepEvent, TokenEvent
 from hearth.companion.service import Service
@@ -124,7 +125,8 @@ def complete(home: Path, route: str, events: Recorded):
     async def go():
         async with Service.open(home) as service:
             with trio.fail_after(120):
-                done = await service.complete(
+                done = await completion.complete(
+                    service,
                     [ChatMessage(role="user", content="Weather in Paris?")],
                     [WEATHER],
                     route,

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from hearth.companion import ask as asking
 from hearth.companion.conversations import Conversations
 from hearth.companion.events import AskRequest, discard
 from hearth.companion.results import AskResult
@@ -112,7 +113,9 @@ def conversation(
                 for tool in app_tools(looked_up):
                     service.registry.add(tool)
                 with trio.fail_after(120):
-                    results.append(await service.ask(request, discard, confirmer, trio.Event()))
+                    results.append(
+                        await asking.ask(service, request, discard, confirmer, trio.Event())
+                    )
         return results
 
     return trio.run(go), confirmer, looked_up

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from hearth.companion.reports import node_status
 from hearth.companion.service import Service
 from hearth.protocol.transport.addressbook import AddressBook
 from hearth.protocol.transport.membership import RosterHolder
@@ -30,6 +31,6 @@ async def through_relay(tmp_path: Path) -> None:
         home_id = RosterHolder(homes["phone"]).roster.founder
         AddressBook(homes["phone"]).remember(home_id, [circuit])  # no direct address known
         async with Service.open(homes["phone"], resident=False) as service:
-            status = await service.status()
+            status = await node_status(service)
     [home] = status.nodes
     assert home.reachable and home.relay == "relay", home

@@ -56,6 +56,8 @@ def test_small_frames_read_by_the_peer_cost_no_window_update_each(tmp_path: Path
             await stream.send(Health(peer_id=stream.peer_id))
 
     async def use(stream: FrameStream) -> None:
+        await stream.send(HealthRequest())  # the protocol's proposal goes with the first
+        assert isinstance(await stream.receive(), Health)
         start = sender_window(stream)
         for _ in range(trips):
             await stream.send(HealthRequest())

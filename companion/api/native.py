@@ -26,6 +26,7 @@ from starlette.routing import Route
 from hearth.protocol.transport.taskgroups import single_error
 from hearth.protocol.wire.errors import HearthError
 
+from ..ask import ask as asking
 from ..client_confirm import RelayedConfirmer
 from ..commands import (
     AuditOp,
@@ -184,7 +185,7 @@ class NativeApi:
     ) -> AnswerEvent | ErrorEvent:
         try:
             with single_error():
-                result = await self.service.ask(ask, send, relay, cancel)
+                result = await asking(self.service, ask, send, relay, cancel)
         except Exception as exc:
             return error_event(failure(exc))
         return AnswerEvent(result=result.model_copy(update={"served_by": "companion"}))

@@ -31,7 +31,9 @@ from hearth.protocol.transport.taskgroups import single_error
 from hearth.protocol.wire.errors import HearthError
 from hearth.protocol.wire.messages import ChatMessage, ToolSpec
 
+from ..ask import ask
 from ..commands import internal_error
+from ..completion import complete
 from ..confirm import Scripted
 from ..events import AskRequest, Event, EventSink, TokenEvent, discard
 from ..results import ClientToolCall, UsageView
@@ -408,7 +410,8 @@ class OpenAiApi:
         async def run(events: EventSink, cancel: anyio.Event) -> Outcome:
             with single_error():
                 if tools:
-                    done = await self.service.complete(
+                    done = await complete(
+                        self.service,
                         messages,
                         tools,
                         route,
@@ -434,7 +437,7 @@ class OpenAiApi:
                     conversation_id=conversation_id,
                     source="user" if conversation_id else "api",
                 )
-                result = await self.service.ask(asked, events, Scripted(False), cancel)
+                result = await ask(self.service, asked, events, Scripted(False), cancel)
                 routed = Routed(
                     route=result.route,
                     reason=result.reason,

@@ -15,8 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hearth.protocol.interrupts import held
 from hearth.protocol.kit.home import storage_problem
+from hearth.protocol.kit.interrupts import held
 from hearth.protocol.transport.taskgroups import leaves, single_error
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
@@ -119,7 +119,7 @@ def configure_logging(level: int = logging.WARNING, log_file: Path | None = None
     given, whatever level a library sets on its own logger (bm25s sets DEBUG on its own)."""
     handlers: list[logging.Handler] = [logging.StreamHandler()]
     if log_file is not None:
-        from hearth.protocol.request_log import log_file_handler
+        from hearth.protocol.kit.request_log import log_file_handler
 
         handlers.append(log_file_handler(log_file))
     for handler in handlers:

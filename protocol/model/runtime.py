@@ -12,6 +12,7 @@ Calls block: run them in a worker thread. One lock serialises the shared context
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import threading
 from collections import OrderedDict
@@ -64,6 +65,9 @@ class SessionMemory:
     snapshot: Any = None
 
 
+SPECIAL_ATTRS = 1 | 8 | 16  # llama.cpp's LLAMA_TOKEN_ATTR_UNKNOWN | CONTROL | USER_DEFINED
+
+
 class LlamaRuntime:
     """One GGUF model in memory, shared by every session."""
 
@@ -95,6 +99,17 @@ class LlamaRuntime:
 
     def tokenize(self, text: str) -> list[int]:
         return list(self.llm.tokenize(text.encode(), add_bos=False, special=True))
+
+    @functools.cached_property
+    def special_texts(self) -> list[str]:
+        """The texts of this model's special tokens (control, user-defined, unknown):
+        what `Inert` must break in text this model reads, beside the common markers."""
+        vocab = self._lib.llama_model_get_vocab(self.llm.model)
+        return [
+            bytes(self.llm.detokenize([t], special=True)).decode("utf-8", "replace")
+            for t in range(self.llm.n_vocab())
+            if self._lib.llama_vocab_get_attr(vocab, t) & SPECIAL_ATTRS
+        ]
 
     def generate(
         self,

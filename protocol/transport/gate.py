@@ -15,9 +15,20 @@ from libp2p.peer.id import ID
 from libp2p.security.exceptions import HandshakeFailure
 from libp2p.security.noise.transport import Transport as NoiseTransport
 
+from hearth.protocol.wire.errors import ErrorCode, HearthError
+
 from .pnet import StampedConn
 
 Admit = Callable[[str], bool]
+
+
+def gate_refusal(peer_id: str) -> HearthError:
+    """What a dialer makes of a peer that closed the connection right after Noise."""
+    return HearthError(
+        ErrorCode.REFUSED,
+        f"{peer_id} closed the connection after authentication "
+        "(refused by its gate: not on its roster, or revoked)",
+    )
 
 
 class NotAdmitted(HandshakeFailure):

@@ -12,7 +12,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple, cast
 
@@ -33,6 +33,8 @@ from libp2p.peer.id import ID
 from libp2p.peer.peerinfo import PeerInfo
 from libp2p.relay.circuit_v2.transport import CircuitV2Transport
 from libp2p.security.noise.transport import PROTOCOL_ID as NOISE_PROTOCOL_ID
+from libp2p.stream_muxer.yamux.yamux import PROTOCOL_ID as YAMUX
+from libp2p.stream_muxer.yamux.yamux import Yamux
 from libp2p.transport.exceptions import OpenConnectionError
 from multiaddr import Multiaddr
 
@@ -41,12 +43,12 @@ from hearth.protocol.wire.frames import DEFAULT_MAX_FRAME
 from hearth.protocol.wire.messages import error_frame
 
 from .circuits import dialer, is_circuit, relay_of
-from .gate import Admit, GatedNoise, Liveness, NotAdmitted
+from .gate import Admit, GatedNoise, Liveness, NotAdmitted, gate_refusal
 from .keys import SwarmKeys, load_identity
 from .membership import RosterHolder
-from .multiselect import pipeline_selection
+from .multiselect import pipeline_selection, unanswered
 from .pnet import KeyMismatch, KeyRing, StampedConn, install_protector
-from .streams import FrameStream
+from .streams import FrameStream, credit_streams
 from .taskgroups import leaves, single_error
 
 log = logging.getLogger("hearth.transport")
@@ -118,7 +120,7 @@ class HearthHost:
         self.host: IHost = new_host(
             key_pair=keypair,
             sec_opt={NOISE_PROTOCOL_ID: noise},
-            muxer_preference="YAMUX",
+            muxer_opt={TProtocol(YAMUX): Yamux},  # one muxer to propose: proposed optimistically
             connection_config=config,
             enable_mDNS=False,
         )
@@ -139,6 +141,7 @@ class HearthHost:
         # reads nothing it learns. Identify requests from others are still answered.
         cast(BasicHost, self.host)._schedule_identify = _no_identify  # type: ignore[method-assign]
         pipeline_selection(cast(BasicHost, self.host), network)
+        credit_streams(network)
 
     @contextlib.asynccontextmanager
     async def run(self, listen: list[str]) -> AsyncIterator[HearthHost]:
@@ -332,6 +335,7 @@ class HearthHost:
     ) -> None:
         if self._dialer is None:
             self._dialer = dialer(self.host)
+        to_relay = self.host.get_network().get_connections(ID.from_base58(relay))
         try:
             with trio.fail_after(timeout):
                 raw = await self._dialer.dial_peer_info(
@@ -348,6 +352,8 @@ class HearthHost:
                 ErrorCode.TIMED_OUT, f"connecting to {peer_id} through relay {relay} timed out"
             ) from exc
         except Exception as exc:
+            if _gate_closed(to_relay):
+                raise gate_refusal(relay) from exc
             text = " | ".join(str(e) for e in _chain(exc))
             if "NO_RESERVATION" in text or "status code" in text:
                 raise HearthError(
@@ -366,18 +372,18 @@ class HearthHost:
     async def open(
         self, peer_id: str, protocol: str, addrs: list[str] | None = None
     ) -> FrameStream:
-        """A new stream for `protocol` to `peer_id`, connecting first if needed."""
+        """A new stream for `protocol` to `peer_id`, connecting first if needed. The
+        protocol is proposed with the first message: a peer that does not serve it
+        makes the first `receive` raise `protocol_error`."""
         pid = ID.from_base58(peer_id)
         if not self.host.get_network().get_connections(pid):
             await self.connect(peer_id, addrs or [])
-        try:
+        conns = self.host.get_network().get_connections(pid)
+        try:  # proposed with the first message: a refusal comes with the first read
             stream = await self.host.new_stream(pid, [TProtocol(protocol)])
         except Exception as exc:
-            if "not supported" in " ".join(str(e) for e in _chain(exc)):
-                raise HearthError(
-                    ErrorCode.PROTOCOL_ERROR,
-                    f"{peer_id} does not serve {protocol} (to this device)",
-                ) from exc
+            if _gate_closed(conns):
+                raise gate_refusal(peer_id) from exc
             raise classify_dial_error(peer_id, exc) from exc
         return FrameStream(stream, self.max_frame)
 
@@ -393,6 +399,12 @@ class HearthHost:
         """Seconds since bytes last arrived from `peer_id` (None if never connected)."""
         last = self.liveness.last_rx(peer_id)
         return None if last is None else time.monotonic() - last
+
+
+def _gate_closed(conns: Iterable[INetConn]) -> bool:
+    """Whether one of `conns` never answered its muxer proposal: the peer's gate
+    closed it right after Noise."""
+    return any(unanswered(getattr(c.muxed_conn, "secured_conn", None)) for c in conns)
 
 
 def _no_identify(peer_id: ID, *, reason: str) -> None:
@@ -475,11 +487,7 @@ def classify_dial_error(peer_id: str, exc: BaseException) -> HearthError:
     if any(isinstance(e, NotAdmitted) for e in chain) or "not on the roster" in text:
         return HearthError(ErrorCode.REFUSED, f"{peer_id} is not on our roster")
     if "upgrade mux" in text or "muxer" in text:
-        return HearthError(
-            ErrorCode.REFUSED,
-            f"{peer_id} closed the connection after authentication "
-            "(refused by its gate: not on its roster, or revoked)",
-        )
+        return gate_refusal(peer_id)
     if any(isinstance(e, trio.TooSlowError) for e in chain) or "timeout" in text:
         return HearthError(ErrorCode.TIMED_OUT, f"connecting to {peer_id} timed out")
     refused = (ConnectionRefusedError, OpenConnectionError, SwarmDialAllFailedError)

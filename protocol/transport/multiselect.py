@@ -8,16 +8,25 @@ listener reads them in order and answers both. Through a relay each round trip
 crosses two hops, and a relayed connect negotiates six times (relay: security,
 muxer, HOP; relay to home: STOP; inside the circuit: security, muxer) before its
 first stream.
+
+With a single protocol to propose, the dialer need not wait at all (the spec's
+optimistic, "lazy" negotiation, go-libp2p's `SelectProtoOrFail` with one protocol):
+the greeting and the proposal ride with the first message written, and the
+listener's two answers are checked before the first read returns anything. A
+relayed connect so sends its HOP CONNECT, its Noise first message, its Yamux
+opening and its first stream's request without a round trip of negotiation each.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol
 
 import trio
 from libp2p.abc import IMultiselectCommunicator
 from libp2p.custom_types import TProtocol
 from libp2p.host.basic_host import BasicHost
+from libp2p.io.abc import Reader
 from libp2p.io.exceptions import IOException
 from libp2p.network.swarm import Swarm
 from libp2p.protocol_muxer.exceptions import (
@@ -33,12 +42,97 @@ from libp2p.protocol_muxer.multiselect_client import (
     is_valid_handshake,
 )
 from libp2p.protocol_muxer.multiselect_communicator import MultiselectCommunicator
-from libp2p.utils import encode_delim
+from libp2p.utils import encode_delim, read_delim
+
+
+class NotServed(IOException):
+    """The listener refused the protocol proposed optimistically (its answer came
+    with the first read)."""
+
+    def __init__(self, protocol: str) -> None:
+        super().__init__(f"protocol not supported: {protocol}")
+        self.protocol = protocol
+
+
+class Optimistic:
+    """A proposal not yet sent on `target` (a raw connection, a secured one or a
+    stream): it goes with the first write, and the first read checks the answers.
+
+    Both are put in place as `target`'s own `read` and `write`, and removed once
+    done, so after the first exchange every call goes straight to `target`'s class.
+    """
+
+    def __init__(self, target: ReadWriter, protocol: TProtocol) -> None:
+        self._target = target
+        self._protocol = protocol
+        self._write = target.write
+        self._read = target.read
+        self._pending = encode_delim(MULTISELECT_PROTOCOL_ID.encode()) + encode_delim(
+            protocol.encode()
+        )
+        self._sending = trio.Lock()  # the proposal leaves once, ahead of anything else
+        self._checking = trio.Lock()  # the answers are read once, by the first reader
+        self._answered = False
+        target.write = self.write  # type: ignore[method-assign]
+        target.read = self.read  # type: ignore[method-assign]
+
+    async def write(self, data: bytes) -> None:
+        async with self._sending:
+            data, self._pending = self._pending + data, b""
+            if data:
+                await self._write(data)
+            vars(self._target).pop("write", None)
+
+    async def read(self, n: int | None = None) -> bytes:
+        if self._pending:
+            await self.write(b"")  # a listener that speaks first still needs the proposal
+        if not self._answered:
+            async with self._checking:
+                if not self._answered:
+                    await self._check_answers()
+        return await self._read(n)
+
+    async def _check_answers(self) -> None:
+        reader = _Reader(self._read)
+        greeting = (await read_delim(reader)).decode()
+        if not is_valid_handshake(greeting):
+            raise IOException(f"multiselect greeting mismatch: {greeting!r}")
+        answer = (await read_delim(reader)).decode()
+        if answer == PROTOCOL_NOT_FOUND_MSG:
+            raise NotServed(self._protocol)
+        if answer != self._protocol:
+            raise IOException(f"unexpected answer {answer!r} to {self._protocol}")
+        self._answered = True
+        vars(self._target).pop("read", None)
+
+
+def unanswered(target: object) -> bool:
+    """Whether `target` still waits for the answers to an optimistic proposal: a
+    connection whose listener closed it right after authentication (a gate refusing
+    us) never answered its muxer proposal."""
+    return "read" in getattr(target, "__dict__", {})
+
+
+class ReadWriter(Protocol):
+    async def read(self, n: int | None = None) -> bytes: ...
+
+    async def write(self, data: bytes) -> None: ...
+
+
+class _Reader(Reader):
+    """`read` alone, for `read_delim` to read the answers with the target's own read."""
+
+    def __init__(self, read: Callable[[int | None], Awaitable[bytes]]) -> None:
+        self._read = read
+
+    async def read(self, n: int | None = None) -> bytes:
+        return await self._read(n)
 
 
 class PipelinedSelect(MultiselectClient):
-    """A multistream-select dialer that sends the greeting and its first proposal in
-    one write, then reads both answers; later proposals go one at a time."""
+    """A multistream-select dialer: a single protocol is proposed optimistically
+    (`Optimistic`); of several, the greeting and the first proposal go in one write
+    and both answers are read, later proposals one at a time."""
 
     async def select_one_of(
         self,
@@ -49,6 +143,9 @@ class PipelinedSelect(MultiselectClient):
         if not protocols or not isinstance(communicator, MultiselectCommunicator):
             return await super().select_one_of(protocols, communicator, negotiate_timeout)
         first = protocols[0]
+        if len(protocols) == 1:
+            Optimistic(communicator.read_writer, first)
+            return first
         with trio.move_on_after(negotiate_timeout):
             try:
                 await communicator.read_writer.write(

@@ -63,6 +63,8 @@ async def ping(home: Path, peer_id: str, addr: str, count: int, timeout: float) 
         try:
             await host.connect(peer_id, [addr], timeout)
             stream = await host.open(peer_id, HEALTH_PROTOCOL)
+            await stream.send(HealthRequest())  # the protocol is proposed with it: a
+            await stream.receive()  # refusal (gate, protocol) comes with the answer
         except HearthError as exc:
             say(
                 event="error",
@@ -71,7 +73,7 @@ async def ping(home: Path, peer_id: str, addr: str, count: int, timeout: float) 
                 ms=(time.perf_counter() - t0) * 1000,
             )
             return
-        connect_ms = (time.perf_counter() - t0) * 1000
+        connect_ms = (time.perf_counter() - t0) * 1000  # dial, first stream, first answer
         rtts = []
         for _ in range(count):
             t1 = time.perf_counter()

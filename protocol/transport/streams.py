@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import contextlib
 
-from libp2p.abc import INetStream
+from libp2p.abc import IMuxedConn, IMuxedStream, INetStream, ISecureConn
 from libp2p.network.stream.exceptions import StreamEOF
-from libp2p.stream_muxer.yamux.yamux import YamuxStream
+from libp2p.network.swarm import Swarm
+from libp2p.peer.id import ID
+from libp2p.stream_muxer.yamux.yamux import Yamux, YamuxStream
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.frames import DEFAULT_MAX_FRAME, FrameDecoder, FrameError, encode
 from hearth.protocol.wire.messages import ErrorFrame, Message
+
+from .gate import gate_refusal
+from .multiselect import NotServed, unanswered
 
 READ_SIZE = 64 * 1024
 
@@ -22,14 +27,47 @@ class HalfWindowCredit(YamuxStream):
     WINDOW_UPDATE after every read that returns data ("partial slack"), so each small
     frame read cost a second frame back through Yamux, Noise, pnet and the socket,
     and the peer a read of it: half of a small-frame round trip's writes (and each
-    quick update doubled the window, up to 16 MiB a stream). Carried for Hearth's own
-    streams until py-libp2p follows go-yamux.
+    quick update doubled the window, up to 16 MiB a stream). Carried for every
+    stream of a Hearth host (`credit_streams`) until py-libp2p follows go-yamux.
     """
 
     async def _auto_tune_and_send_window_update(self, *, bytes_read: int = 0) -> None:
         buffered = len(self.conn.stream_buffers.get(self.stream_id, b""))
         if self.target_recv_window - (self.recv_window + buffered) >= self._grow_threshold():
             await super()._auto_tune_and_send_window_update(bytes_read=bytes_read)
+
+
+class CreditYamux(Yamux):
+    """Yamux whose streams, both ways, are `HalfWindowCredit`."""
+
+    async def open_stream(self) -> YamuxStream:
+        stream = await super().open_stream()
+        stream.__class__ = HalfWindowCredit
+        return stream
+
+    async def accept_stream(self) -> IMuxedStream:
+        stream = await super().accept_stream()
+        if type(stream) is YamuxStream:
+            stream.__class__ = HalfWindowCredit
+        return stream
+
+
+def credit_streams(swarm: Swarm) -> None:
+    """Make every Yamux connection of `swarm` a `CreditYamux`: Hearth's frame streams,
+    and py-libp2p's own (a relay circuit's HOP and STOP streams carry a whole inner
+    connection, where a WINDOW_UPDATE per read was one more relayed chunk per read).
+    py-libp2p builds its `Yamux` itself whatever muxer class it is given; the class is
+    changed before the connection starts reading."""
+    muxers = swarm.upgrader.muxer_multistream
+    new_conn = muxers.new_conn
+
+    async def credited(conn: ISecureConn, peer_id: ID) -> IMuxedConn:
+        muxed = await new_conn(conn, peer_id)
+        if type(muxed) is Yamux:
+            muxed.__class__ = CreditYamux
+        return muxed
+
+    muxers.new_conn = credited  # type: ignore[method-assign]
 
 
 class ErrorAnswer(HearthError):
@@ -40,9 +78,6 @@ class FrameStream:
     """One libp2p stream carrying Hearth frames."""
 
     def __init__(self, stream: INetStream, max_frame: int = DEFAULT_MAX_FRAME) -> None:
-        muxed = getattr(stream, "muxed_stream", None)
-        if type(muxed) is YamuxStream:  # Hearth's streams only; libp2p's own keep its rule
-            muxed.__class__ = HalfWindowCredit
         self.stream = stream
         self.peer_id = str(stream.muxed_conn.peer_id)
         self.max_frame = max_frame
@@ -55,18 +90,26 @@ class FrameStream:
             return await self.stream.read(READ_SIZE)
         except StreamEOF:
             return b""
-        except Exception as exc:  # reset, closed connection, muxer failure
+        except NotServed as exc:  # the answer to the stream's optimistic proposal
             raise HearthError(
-                ErrorCode.UNREACHABLE, f"peer {self.peer_id} went away ({type(exc).__name__})"
+                ErrorCode.PROTOCOL_ERROR,
+                f"{self.peer_id} does not serve {exc.protocol} (to this device)",
             ) from exc
+        except Exception as exc:  # reset, closed connection, muxer failure
+            raise self._lost(f"peer {self.peer_id} went away ({type(exc).__name__})") from exc
 
     async def write(self, data: bytes) -> None:
         try:
             await self.stream.write(data)
         except Exception as exc:
-            raise HearthError(
-                ErrorCode.UNREACHABLE, f"peer {self.peer_id} went away ({type(exc).__name__})"
-            ) from exc
+            raise self._lost(f"peer {self.peer_id} went away ({type(exc).__name__})") from exc
+
+    def _lost(self, why: str) -> HearthError:
+        """The stream ended under us: `unreachable`, or `refused` when the connection
+        never answered its muxer proposal (the peer's gate closed it right after Noise)."""
+        if unanswered(getattr(self.stream.muxed_conn, "secured_conn", None)):
+            return gate_refusal(self.peer_id)
+        return HearthError(ErrorCode.UNREACHABLE, why)
 
     async def send(self, message: Message) -> None:
         await self.write(encode(message, self.max_frame))
@@ -78,7 +121,7 @@ class FrameStream:
             data = await self.read_some()
             self._events = self._decoder.feed(data) if data else self._decoder.feed_eof()
             if not data and not self._events:
-                raise HearthError(ErrorCode.UNREACHABLE, f"peer {self.peer_id} closed the stream")
+                raise self._lost(f"peer {self.peer_id} closed the stream")
         event = self._events.pop(0)
         if isinstance(event, FrameError):
             raise event.error

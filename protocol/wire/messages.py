@@ -63,6 +63,7 @@ class DeviceContext(Model):
 
 
 MAX_DOCUMENTS = 16  # attached to one request
+MAX_UNTRUSTED_INPUTS = 64  # named by one plan or answer: more is a flood, not a record
 MAX_DOCUMENT_CHARS = 1_000_000  # what any request may attach in all (a frame is 1 MiB)
 
 
@@ -99,7 +100,7 @@ class UntrustedInput(Model):
     """A node-side tool result the planner consumed, with where it came from."""
 
     tool: ToolName
-    source: str
+    source: Annotated[str, Field(max_length=512)]
     digest: Digest
 
 
@@ -116,7 +117,9 @@ class Plan(Model):
     transcript_hash: Digest
     issued_at: float
     expires_at: float
-    untrusted_inputs: list[UntrustedInput] = Field(default_factory=list)
+    untrusted_inputs: Annotated[list[UntrustedInput], Field(max_length=MAX_UNTRUSTED_INPUTS)] = (
+        Field(default_factory=list)
+    )
     steps: list[PlanStep]
 
 
@@ -231,7 +234,9 @@ class Final(Message):
     rounds: Annotated[int, Field(ge=0)] = 0
     usage: Usage | None = None  # every round's tokens, as the node's backend counted them
     finish: Literal["stop", "length"] = "stop"  # "length": the token limit cut the answer
-    untrusted_inputs: list[UntrustedInput] = Field(default_factory=list)
+    untrusted_inputs: Annotated[list[UntrustedInput], Field(max_length=MAX_UNTRUSTED_INPUTS)] = (
+        Field(default_factory=list)
+    )
     """What the node read itself before it answered (its own tools' results, the
     documents): the answer was written after reading them (an older phone ignores it)."""
 

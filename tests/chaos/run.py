@@ -7,14 +7,20 @@ sends a message into the outbox, every value naming the request), a resident com
 for it in the inbox while it is away. At each of N points, at a random moment of a
 request, the driver does one event: SIGKILL the companion or the node and restart it,
 drop the link between them (a veth pair between two network namespaces, down then up:
-root only) or fill the phone's home (a small tmpfs: root only) and free it again.
+root only) or fill the phone's home (a small tmpfs: root only) and free it again. A
+friend's node (a real `hearth-node`, joined as a friend with `relay`, granted `planner`,
+`plan_for_friends = true`, the tiny random-weight model) beside the home plans for the
+phone while its home is down (`friend_planners = "when-home-unreachable"`); it is killed
+and restarted as the others are.
 
 After every event and at the end: no step ran twice (the notes and the outbox are
 ledgers: each value names its request and step), no request vanished (each ended with
 an answer or a typed error, and each that reached the companion is in its conversation
 or the inbox), `hearth audit --verify` holds, every database passes `integrity_check`.
-The companion's restart-to-serving times are reported, not asserted. Event kinds that
-cannot run here are skipped and named. Not the friend's node: left out (see the report).
+The friend's plans are random (random weights): their notes and messages are checked by
+their step's key (a note id, an outbox file), the scripted home's by their values. The
+companion's restart-to-serving times are reported, not asserted. Event kinds that cannot
+run here are skipped and named.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import signal
 import socket
 import sqlite3
@@ -38,7 +45,17 @@ from pathlib import Path
 from typing import Any
 
 from hearth.companion.audit import AuditLog
-from hearth.companion.swarmkit import BIN, Processes, init_phone, pair, start_node, wait_ready
+from hearth.companion.swarmkit import (
+    BIN,
+    Processes,
+    init_phone,
+    last_json,
+    pair,
+    run,
+    start_node,
+    wait_ready,
+)
+from hearth.protocol.model.tiny import make_tiny
 from hearth.protocol.transport.addressbook import AddressBook
 from hearth.protocol.wire.messages import PlanStep
 
@@ -46,7 +63,8 @@ from ..hostile.script import Round, Script
 from ..netns import linked_namespaces, sh, skip_reason
 
 ROOT = Path(__file__).resolve().parents[2]
-EVENTS = ("kill_companion", "kill_node", "link_down", "disk_full")
+EVENTS = ("kill_companion", "kill_node", "kill_friend", "link_down", "disk_full")
+SCRIPTED_VALUE = re.compile(r"^[0-9a-f]{32}(:[ab])?$")  # a value naming its request
 STOPPED = "the companion stopped mid-request"
 SCRIPT = Script(
     rounds=[
@@ -119,21 +137,26 @@ class World:
         self.phone = root / "phonefs" / "phone"
         self.script = root / "script.json"
         self.port = free_port()
+        self.friend_port = free_port()
+        self.friend_home = root / "friend"
+        self.friend: subprocess.Popen[str] | None = None
+        self.model = root / "models"
         self.link: Any = None
         self.tmpfs = False
         self.node_home = root / "node"
         self.node: subprocess.Popen[str] | None = None
         self.companion: subprocess.Popen[str] | None = None
         self.node_peer = ""
+        self.friend_peer = ""
 
     def prefix(self, side: str) -> list[str]:
         if self.link is None:
             return []
         return ["ip", "netns", "exec", self.link.a if side == "phone" else self.link.b]
 
-    def node_addr(self) -> str:
+    def node_addr(self, port: int | None = None) -> str:
         host = "127.0.0.1" if self.link is None else self.link.addr_b
-        return f"/ip4/{host}/tcp/{self.port}"
+        return f"/ip4/{host}/tcp/{port or self.port}"
 
     def setup(self, skipped: dict[str, str]) -> None:
         (self.root / "phonefs").mkdir()
@@ -143,13 +166,52 @@ class World:
         else:
             skipped["disk_full"] = "needs root to mount a small tmpfs"
         node = start_node(self.processes, self.node_home)
-        init_phone(self.phone)
-        pair(self.phone, node.invite())
         self.node_peer = node.peer_id
+        self.model = make_tiny(self.model)[1]
+        friend = self.friend_peer = self.join_friend(
+            node.invite("--role", "friend", "--grant", "relay")
+        )
+        node_home = ("--home", str(self.node_home), "--json")
+        run("hearth-node", "roster", "grant", friend, "planner", *node_home)
+        self.start_friend(beside_setup=True)
+        deadline = time.monotonic() + 120
+        status = ("hearth-node", "status", "--json", "--home", str(self.friend_home))
+        while "planner" not in last_json(run(*status))["roles"]:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the home never gave the friend its planner role")
+            time.sleep(0.2)  # the home pushes its roster to the friend  # fmt: skip
+        init_phone(self.phone)
+        pair(self.phone, node.invite())  # the roster the phone keeps names the friend's role
+        run("hearth", "config", "set", "limits.max_value_chars", "40", "--home", str(self.phone))
+        (self.phone / "policy.toml").write_text('friend_planners = "when-home-unreachable"\n')
         node.proc.terminate()
         node.proc.wait(timeout=30)
+        self.kill(self.friend)  # restarted beside the home by `start_friend`
         self.script.write_text(SCRIPT.model_dump_json())
-        AddressBook(self.phone).remember(self.node_peer, [self.node_addr()])
+        book = AddressBook(self.phone)
+        book.remember(self.node_peer, [self.node_addr()])
+        book.remember(friend, [self.node_addr(self.friend_port)])
+
+    def join_friend(self, invite: str) -> str:
+        """The friend's node joined to the home with `invite`: its peer id."""
+        joined = run("hearth-node", "join", "-", "--json", "--home", str(self.friend_home),
+                     stdin=invite + "\n")  # fmt: skip
+        (self.friend_home / "config.toml").write_text("plan_for_friends = true\n")
+        return str(last_json(joined)["peer_id"])
+
+    def start_friend(self, beside_setup: bool = False) -> None:
+        """The friend's node: beside the home (its namespace), or on loopback beside the
+        real home node of the setup, which gives it its role."""
+        ready = self.friend_home / "ready.json"
+        ready.unlink(missing_ok=True)
+        where = "/ip4/127.0.0.1/tcp/0" if beside_setup else self.node_addr(self.friend_port)
+        self.friend = self.processes.spawn(
+            *([] if beside_setup else self.prefix("node")), str(BIN / "hearth-node"), "serve",
+            "--home", str(self.friend_home), "--listen", where, "--no-mdns",
+            "--model", str(self.model), "--ready-file", str(ready),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        wait_ready(self.friend, ready, 120)
 
     def start_node(self) -> None:
         ready = self.root / "node-ready.json"
@@ -230,13 +292,16 @@ def outcome_of(proc: subprocess.Popen[str]) -> tuple[str, dict[str, Any]]:
 
 
 def ledger_twice(phone: Path) -> list[str]:
-    """Values of the notes and the outbox written more than once."""
+    """Notes and messages written more than once: a scripted value (it names its request
+    and step) twice, or a note id (its step's key) twice."""
     data = phone / "data"
     notes_file = data / "notes.json"
-    values = [n["text"] for n in json.loads(notes_file.read_text())] if notes_file.exists() else []
+    notes = json.loads(notes_file.read_text()) if notes_file.exists() else []
+    values = [n["text"] for n in notes]
     outbox = data / "outbox"
     if outbox.exists():
         values += [json.loads(p.read_text())["body"] for p in outbox.glob("*.json")]
+    values = [v for v in values if SCRIPTED_VALUE.match(v)] + [f"note {n['id']}" for n in notes]
     return [value for value, count in Counter(values).items() if count > 1]
 
 
@@ -297,6 +362,7 @@ def chaos(root: Path, seed: int, points: int, log: Any = sys.stderr) -> Totals:
         world.setup(totals.skipped)
         kinds = [k for k in kinds if k not in totals.skipped]
         world.start_node()
+        world.start_friend()
         world.start_companion()
         asked: dict[str, tuple[str, str]] = {}
         for n in range(points):
@@ -310,7 +376,11 @@ def chaos(root: Path, seed: int, points: int, log: Any = sys.stderr) -> Totals:
                 (totals.restart_after_waiting_s if waited else totals.restart_s).append(took)
             elif kind == "kill_node":
                 world.kill(world.node)
+                time.sleep(rng.uniform(0.0, 3.0))  # a while away: the friend plans
                 world.start_node()
+            elif kind == "kill_friend":
+                world.kill(world.friend)
+                world.start_friend()
             elif kind == "link_down":
                 world.link.cut_silently()
                 time.sleep(rng.uniform(0.5, 3.0))
@@ -322,6 +392,8 @@ def chaos(root: Path, seed: int, points: int, log: Any = sys.stderr) -> Totals:
                     totals.outcomes[f"asked while the disk is full: {full_outcome}"] += 1
             else:
                 outcome, answer = outcome_of(proc)
+            if outcome == "answered" and answer.get("planner") == world.friend_peer:
+                outcome = "answered, planned by the friend"
             text = f"chaos {n}: note it and then text it"
             asked[text] = (outcome, json.dumps(answer))
             totals.outcomes[outcome] += 1
@@ -339,12 +411,13 @@ def chaos(root: Path, seed: int, points: int, log: Any = sys.stderr) -> Totals:
         time.sleep(3)  # the inbox delivers what waited, the link being up
         recorded = recorded_texts(world.phone)
         for text, (outcome, answer) in asked.items():
-            reached = outcome in ("answered", "deferred") or STOPPED in answer
+            reached = outcome.startswith("answered") or outcome == "deferred" or STOPPED in answer
             if reached and text not in recorded:
                 totals.lost.append(f"{text}: {outcome}, but in no conversation")
         check(world, totals, "end")
         world.kill(world.companion)
         world.kill(world.node)
+        world.kill(world.friend)
     return totals
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import anyio
 import trio
 
+from hearth.companion.ask import ask
 from hearth.companion.events import AskRequest
 from hearth.companion.service import Service
 from hearth.protocol.wire.chat import ChatMessage
@@ -147,7 +148,7 @@ def run_channel_case(phone: SuitePhone, case: ChannelCase, answer: bool) -> Run:
             attachments=attachments,
             history=turn.history,
         )
-        out = await service.ask(asked, noop, confirmer, anyio.Event())
+        out = await ask(service, asked, noop, confirmer, anyio.Event())
         return [s.status for p in out.plans for s in p.steps]
 
     async def asking() -> list[str]:

@@ -89,8 +89,8 @@ async def serve(
         if rounds.hold_final:
             await conv.receive()  # whatever the phone sends next (its cancel), or never
             return
-        await conv.send(
-            Final(
+        await conv.send(  # unchecked: a hostile node sends what it likes
+            Final.model_construct(
                 request_id=request.request_id,
                 answer=rounds.answer,
                 rounds=len(rounds.rounds),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hearth.protocol.wire.messages import DeviceContext
+
 from ..registry import Registry, Tier, ToolContext
 from ..storage import PhoneData
 from .common import READ, termux
@@ -24,6 +26,19 @@ def read_device_status() -> dict[str, Any]:
     if wifi:
         status["network"] = "wifi" if json.loads(wifi).get("ip") else "cellular"
     return status
+
+
+def device_context() -> DeviceContext:
+    """What the phone says about itself (battery, network) to the router and the home
+    node, where it can tell."""
+    status = read_device_status()
+    network = status["network"] if status["network"] in ("wifi", "cellular") else "unknown"
+    return DeviceContext(
+        battery=status["battery"] if isinstance(status["battery"], int) else None,
+        charging=status["charging"] if isinstance(status["charging"], bool) else None,
+        network=network,
+        metered={"wifi": False, "cellular": True}.get(network),
+    )
 
 
 def device_status(registry: Registry, data: PhoneData) -> None:

@@ -11,7 +11,7 @@ from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
 from starlette.types import ASGIApp
 
-from hearth.protocol.request_log import access_log
+from hearth.protocol.kit.request_log import access_log
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
 log = logging.getLogger(__name__)

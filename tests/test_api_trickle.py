@@ -14,9 +14,9 @@ import pytest
 from hearth.companion.api.errors import BODY_READ_S
 from hearth.companion.settings import PhoneSettings
 
-from .test_hostile_api_flood import resident_companion
+from .test_api_flood import resident_companion
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.hostile, pytest.mark.timeout(300)]
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,8 @@ from hearth.protocol.model.grammar import ToolGrammar
 from hearth.protocol.model.limits import Sampling
 from hearth.protocol.wire.messages import ChatMessage
 
+pytestmark = pytest.mark.hostile
+
 MAX_TOKENS = 3000
 
 

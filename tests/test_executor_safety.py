@@ -19,6 +19,8 @@ from hearth.protocol.wire.messages import UntrustedInput
 from .phone_kit import ClosingTerminal, TerminalClosed, make_executor, make_plan
 from .test_labels import sent
 
+pytestmark = pytest.mark.review
+
 WEB = UntrustedInput(tool="web_search", source="evil.example", digest=bytes(32))
 SEND = Annotations(read_only=False, destructive=False, idempotent=True, open_world=True)
 

@@ -16,6 +16,7 @@ import anyio
 
 from hearth.protocol.model.chat import ChatTemplate, split_at_first_user_turn
 from hearth.protocol.model.grammar import Mode, answer_grammar, tool_grammar
+from hearth.protocol.model.inert import Inert
 from hearth.protocol.model.limits import Sampling, answer_tokens, requested
 from hearth.protocol.model.toolcalls import parse_generation
 from hearth.protocol.model.validate import check_schemas, validate_calls
@@ -88,6 +89,7 @@ class LocalModel:
         self.n_ctx = n_ctx
         self.sampling = sampling  # None: the model's own recommended settings
         self._runtime: LlamaRuntime | None = None
+        self._inert: Inert | None = None
         self._loading = anyio.Lock()  # one load, however many requests wait for it
 
     async def runtime(self) -> LlamaRuntime:
@@ -111,6 +113,14 @@ class LocalModel:
                     lambda: LlamaRuntime(path, n_ctx=self.n_ctx), abandon_on_cancel=True
                 )  # a stop while loading does not wait for the load
         return self._runtime
+
+    async def inert(self) -> Inert:
+        """What breaks chat-template markers for this model: the common templates' and
+        its own special tokens (loads the model)."""
+        runtime = await self.runtime()
+        if self._inert is None:
+            self._inert = Inert(runtime.special_texts)
+        return self._inert
 
     async def plan(
         self,

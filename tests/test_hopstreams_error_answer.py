@@ -15,7 +15,7 @@ from hearth.search.hopstreams import HopStreams
 from .test_search_streams import as_phone, nodes_known, serve_old_exit, swarm
 
 __all__ = ["swarm"]  # the module fixture, shared
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.review, pytest.mark.timeout(240)]
 
 
 def test_an_error_answer_on_a_kept_stream_is_not_sent_again(swarm) -> None:

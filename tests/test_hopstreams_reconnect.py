@@ -19,7 +19,7 @@ from hearth.search.hopstreams import HopStreams
 
 from .test_relay_connect import SilenceableProxy
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.review, pytest.mark.timeout(90)]
 PROTOCOL = "/hearth/test-kept/1"
 LOOPBACK = ["/ip4/127.0.0.1/tcp/0"]
 

@@ -19,6 +19,8 @@ from .test_friend_planner import sync_roster
 from .test_node import ok_observations, request
 from .test_swarm import subprocess_join
 
+pytestmark = pytest.mark.hostile
+
 GREEDY = Limits(
     deadline_s=3600,
     max_rounds=16,

@@ -17,7 +17,7 @@ from hearth.protocol.wire.messages import Limits, ToolSpec
 from .documents import DocumentProgress
 from .egress import Destination
 from .events import TokenEvent
-from .local import LocalModel, LocalResult
+from .local_model import LocalModel, LocalResult
 from .outcomes import Answered, Escalated, Route
 from .results import UsageView
 from .turn import Turn, plan_view
@@ -35,21 +35,22 @@ def streaming(turn: Turn) -> Callable[[str, bool], None]:
     return hear
 
 
-async def local_plan(
+async def local_round(
     model: LocalModel, turn: Turn, tools: list[ToolSpec], peer_id: str, limits: Limits
 ) -> LocalResult:
     """One round of the phone's model on the turn's prompt (the request with its
     documents after the conversation so far); without tools, a plain answer."""
     request = turn.request
+    inert = await model.inert()  # the common markers and the phone's model's own tokens
     return await model.plan(
-        turn.prompt.local_text(),
+        turn.prompt.local_text(inert),
         tools,
         peer_id,
         limits=limits,
         mode=request.tool_choice if tools else "none",
         cancelled=turn.cancel.is_set,
         thinking=request.thinking,
-        history=turn.prompt.earlier(Destination.PHONE),
+        history=turn.prompt.earlier(Destination.PHONE, inert),
         on_text=streaming(turn),
         settings=request.generation,
     )
@@ -67,7 +68,7 @@ async def answer_locally(
     """Plan on the phone and run the plan. With a `threshold` (the router may still
     escalate) a low-confidence answer, or a plan whose every step failed, is
     `Escalated` instead."""
-    result = await local_plan(model, turn, tools, route.planner, limits)
+    result = await local_round(model, turn, tools, route.planner, limits)
     if threshold is not None and result.confidence is not None and result.confidence < threshold:
         return Escalated(
             f"the local model's confidence {result.confidence:.2f} is below the policy's "
@@ -94,9 +95,7 @@ async def answer_locally(
     failed = [o for o in ran.observations if o.status == "error"]
     if threshold is not None and failed and len(failed) == len(ran.observations):
         return Escalated(
-            "every local tool call failed ("
-            + "; ".join(o.error or "" for o in failed)[:200]
-            + ")"
+            "every local tool call failed (" + "; ".join(o.error or "" for o in failed)[:200] + ")"
         )
     done = sum(o.status == "ok" for o in ran.observations)
     return dataclasses.replace(

@@ -22,6 +22,8 @@ from .hostile.script import Script
 from .nodes import BIN, cli
 from .pdf_writer import _file as pdf_file  # the writer's objects-to-file step
 
+pytestmark = pytest.mark.hostile
+
 EMOJI = "\U0001f600"  # four bytes as UTF-8
 
 

@@ -14,6 +14,8 @@ from hearth.protocol.wire.errors import LocalProtocolError
 from hearth.protocol.wire.frames import decode, encode
 from hearth.protocol.wire.messages import Observation, Observations
 
+pytestmark = pytest.mark.hostile
+
 
 def test_capped_tool_results_of_one_round_fit_the_frame_they_travel_in() -> None:
     """Four MCP results of emoji, each within the tools' cap, as the phone's egress shapes

@@ -29,7 +29,7 @@ from hearth.protocol.wire.errors import ErrorCode, HearthError
 from .nodes import BIN
 from .phone_kit import ClosingTerminal, TerminalClosed, make_executor, make_plan
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.review, pytest.mark.timeout(120)]
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,8 @@ from hearth.protocol.model.runtime import LlamaRuntime, SessionMemory
 from hearth.protocol.model.toolcalls import ModelOutputError
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
+pytestmark = pytest.mark.hostile
+
 PROMPT = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n"
 
 

@@ -12,6 +12,8 @@ import pytest
 from hearth.companion.documents import DocumentLimits, read_document
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
+pytestmark = pytest.mark.hostile
+
 
 def named(tmp_path: Path, text: str) -> Path:
     path = Path(os.fsdecode(os.fsencode(tmp_path) + b"/notes-\xff\xfe.txt"))

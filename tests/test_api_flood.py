@@ -19,7 +19,7 @@ import trio
 from .conftest import Processes
 from .nodes import cli, init_phone, start_companion
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.hostile, pytest.mark.timeout(600)]
 
 FLOOD = 1000  # concurrent asks (the listen queue holds 4096)
 
