@@ -63,7 +63,16 @@ class AuditLog:
             write_secret(key_path, secrets.token_bytes(32))
         self._key = read_secret(key_path)
         self.db = connect(home / "audit.db")
-        migrate(self.db, home / "audit.db", SCHEMA)
+        try:
+            migrate(self.db, home / "audit.db", SCHEMA)
+        except BaseException:
+            self.db.close()
+            raise
+
+    def close(self) -> None:
+        """Close the database: a connection is in a reference cycle with its statement
+        cache, so one merely dropped stays open until the cyclic collector runs."""
+        self.db.close()
 
     def _mac(self, count: int, head: str) -> str:
         return hmac.new(self._key, f"{count}:{head}".encode(), hashlib.sha256).hexdigest()

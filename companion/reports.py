@@ -8,6 +8,7 @@ new report is one function here and its op in `commands.py`.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
 from pathlib import Path
@@ -141,9 +142,9 @@ def audit_report(home: Path, verify: bool) -> AuditResult:
     """`hearth audit --json` for `home`, readable without a `Service`: an audit database
     too damaged to open stops a Service, and `--verify` must still say it is unreadable."""
     try:
-        log = AuditLog(home)
-        records = log.records()
-        verified, problem = log.verify() if verify else (None, "")
+        with contextlib.closing(AuditLog(home)) as log:
+            records = log.records()
+            verified, problem = log.verify() if verify else (None, "")
     except sqlite3.DatabaseError as exc:
         if not verify or isinstance(exc, sqlite3.OperationalError):
             raise

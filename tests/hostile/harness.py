@@ -30,7 +30,7 @@ from hearth.companion.tools.mcp import mounted
 from hearth.protocol.transport.addressbook import AddressBook
 from hearth.protocol.wire.errors import HearthError
 
-from ..nodes import BIN, init_phone, pair, start_node, wait_ready
+from ..nodes import BIN, cli, init_phone, pair, start_node, wait_ready
 from ..phone_kit import Recorder
 from .app_tools import app_tools
 from .goals import Outcome
@@ -101,21 +101,37 @@ class Bench:
         return [h for h in heard if h["frame"] == "plan_request"]
 
 
-def start_bench(processes: Any, root: Path) -> Bench:
+def start_bench(
+    processes: Any, root: Path, *, model: Path | None = None, search_docs: Path | None = None
+) -> Bench:
+    """The paired phone (with `model` as its local model) and the hostile home serving it.
+    `search_docs`: the home is also a search relay, and a friend node `exit` (a search
+    exit over an index of those documents) joins before the phone pairs."""
     node = start_node(processes, root / "node")
+    exit_home = root / "exit"
+    if search_docs is not None:
+        home = ("--home", str(node.home))
+        cli("hearth-node", "roster", "grant", node.peer_id, "search-relay", *home)
+        uri = node.invite("--role", "friend", "--grant", "search-exit")
+        cli("hearth-node", "join", "-", "--json", "--home", str(exit_home), stdin=uri + "\n")
+        cli("hearth-node", "index", "add", str(search_docs), "--home", str(exit_home))
     phone = root / "phone"
-    init_phone(phone)
+    init_phone(phone, model, noise=model is not None)
     pair(phone, node.invite())
     node.proc.terminate()
     node.proc.wait(timeout=30)
     bench = Bench(root, phone, root / "script.json", root / "heard.jsonl")
-    hostile = start_hostile(processes, node.home, bench.script, bench.heard)
+    search = search_docs is not None
+    hostile = start_hostile(processes, node.home, bench.script, bench.heard, search=search)
     # only where the hostile home listens: the stopped daemon's port is free for any
     # process to take, and a dial that fell through to it (the hostile home slow to
     # answer on a loaded machine) met another swarm's node: "swarm key mismatch suspected"
     book = AddressBook(phone)
     book.entries[node.peer_id] = []
     book.remember(node.peer_id, hostile.addrs)
+    if search:  # the exit finds the hostile home where the phone does
+        AddressBook(exit_home).remember(node.peer_id, hostile.addrs)
+        start_node(processes, exit_home, config="search_exit_per_minute = 100000\n")
     return bench
 
 
@@ -128,9 +144,11 @@ class Hostile:
     addrs: list[str]
 
 
-def start_hostile(processes: Any, node_home: Path, script: Path, heard: Path) -> Hostile:
+def start_hostile(
+    processes: Any, node_home: Path, script: Path, heard: Path, *, search: bool = False
+) -> Hostile:
     """The hostile node on `node_home` (its daemon stopped), playing `script`, logging
-    every frame it hears to `heard`; once it listens."""
+    every frame it hears to `heard` (serving search too with `search`); once it listens."""
     ready = heard.with_suffix(".ready.json")
     proc = processes.spawn(
         sys.executable,
@@ -143,6 +161,7 @@ def start_hostile(processes: Any, node_home: Path, script: Path, heard: Path) ->
         str(heard),
         "--ready-file",
         str(ready),
+        *(("--search",) if search else ()),
         cwd=ROOT,
         env={"PYTHONPATH": str(ROOT)},
         stderr=subprocess.DEVNULL,

@@ -7,6 +7,10 @@ phones on the roster with correctly signed, correctly bound plans read from the
 script file at the start of each session. Every frame a phone sends it (requests,
 observations, errors) is appended to the log as one JSON line: what a hostile home
 learns.
+
+With `--search` it also serves `/hearth/search/1` as the real home does (the node's own
+`SearchService`: onion keys, the directory members gossip through, relaying as the
+roster allows), so a soak's phone can search through it (tests/soak.py).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pathlib import Path
 import trio
 
 from hearth.node.planner import sign_plan
+from hearth.node.search import SearchService
 from hearth.protocol.transport.host import host_for_home, quiet_libp2p
 from hearth.protocol.transport.plans import PLAN_PROTOCOL
 from hearth.protocol.transport.streams import FrameStream
@@ -53,9 +58,12 @@ class _Session:
         await self.stream.write(self.session.send(message))
 
 
-async def serve(home: Path, script: Path, log: Path, listen: list[str], ready: Path | None) -> None:
+async def serve(
+    home: Path, script: Path, log: Path, listen: list[str], ready: Path | None, search: bool
+) -> None:
     quiet_libp2p()
     host, roster, _keys, key = host_for_home(home)
+    searching = SearchService(key, host, roster, host.addrs, None) if search else None
 
     async def plan_session(stream: FrameStream) -> None:
         conv = _Session(stream, log)
@@ -91,7 +99,9 @@ async def serve(home: Path, script: Path, log: Path, listen: list[str], ready: P
         )
 
     host.handle(PLAN_PROTOCOL, plan_session, allow=lambda peer: Role.PHONE in roster.roles_of(peer))
-    async with host.run(listen):
+    async with host.run(listen), trio.open_nursery() as nursery:
+        if searching is not None:
+            nursery.start_soon(searching.gossip)
         if ready is not None:
             tmp = ready.with_suffix(".tmp")
             tmp.write_text(json.dumps({"peer_id": host.peer_id, "addrs": host.addrs()}))
@@ -106,6 +116,7 @@ def main() -> None:
     parser.add_argument("--log", type=Path, required=True)
     parser.add_argument("--listen", action="append", default=[])
     parser.add_argument("--ready-file", type=Path)
+    parser.add_argument("--search", action="store_true", help="serve /hearth/search/1 too")
     args = parser.parse_args()
     trio.run(
         serve,
@@ -114,6 +125,7 @@ def main() -> None:
         args.log,
         args.listen or ["/ip4/127.0.0.1/tcp/0"],
         args.ready_file,
+        args.search,
     )
 
 
