@@ -17,7 +17,8 @@ After every event and at the end: no step ran twice (the notes and the outbox ar
 ledgers: each value names its request and step), no request vanished (each ended with
 an answer or a typed error; each answered or deferred is in its conversation or the
 inbox, and every request a note or a message names is: a client told "stopped
-mid-request" before the companion recorded its request failed with a code, nothing ran), `hearth audit --verify` holds, every database passes `integrity_check`.
+mid-request" before the companion recorded its request failed with a code, nothing
+ran), `hearth audit --verify` holds, every database passes `integrity_check`.
 The friend's plans are random (random weights): their notes and messages are checked by
 their step's key (a note id, an outbox file), the scripted home's by their values. The
 companion's restart-to-serving times are reported, not asserted. Event kinds that cannot
