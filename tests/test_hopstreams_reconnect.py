@@ -45,6 +45,10 @@ async def kept_on_silent(tmp: Path) -> None:
         proxied = await nursery.start(proxy.serve)
         with trio.fail_after(20):
             await peer.connect(keeper.peer_id, [f"/ip4/127.0.0.1/tcp/{proxied}"])
+            # the dialer's selection is optimistic: its connect returns before the keeper
+            # has taken the connection in
+            while not connections(keeper, peer.peer_id):
+                await trio.sleep(0.05)
         streams = HopStreams(keeper, PROTOCOL)
         with trio.fail_after(20):
             assert isinstance(await streams.exchange(peer.peer_id, [], HealthRequest()), Health)

@@ -13,6 +13,7 @@ import pytest
 import trio
 from pydantic import Field
 
+from hearth.companion.ask import ask
 from hearth.companion.confirm import Scripted
 from hearth.companion.events import AskRequest
 from hearth.companion.service import Service
@@ -144,7 +145,7 @@ def test_a_step_cut_off_by_the_node_is_journaled_cancelled_and_never_rerun(
         text="archive the holiday photos album", route="remote", tool_choice="required"
     )
     with pytest.raises(HearthError) as info:
-        trio.run(lambda: phone.ask(request, nothing, Scripted(True), trio.Event()))
+        trio.run(lambda: ask(phone, request, nothing, Scripted(True), trio.Event()))
     assert info.value.code is ErrorCode.TIMED_OUT and len(ran) == 1
     [(plan_id,)] = phone.journal.db.execute("SELECT plan_id FROM plans").fetchall()
     record = phone.journal.steps(plan_id)["s1"]

@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 import trio
 
+from hearth.companion.ask import ask
 from hearth.companion.confirm import Confirmation
 from hearth.companion.events import AskRequest
 from hearth.companion.executor import SessionState
@@ -255,7 +256,7 @@ class SuitePhone:
                 for tool in app_tools(self.world) if app else []:
                     phone.registry.add(tool)
                 asked = AskRequest(text=request, route="remote")
-                out = await phone.ask(asked, noop, confirmer, anyio.Event())
+                out = await ask(phone, asked, noop, confirmer, anyio.Event())
             sources.extend(getattr(out, "untrusted_sources", []))  # an older phone: none
             return [s.status for p in out.plans for s in p.steps]
 
