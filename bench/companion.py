@@ -57,7 +57,7 @@ BIN = Path(sys.executable).parent
 sys.path.insert(0, str(HERE))
 from connect import stats  # noqa: E402
 from offload import start_reference  # noqa: E402
-from system import first_token_s, rss_kb  # noqa: E402
+from system import TERMINAL, first_token_s, rss_kb  # noqa: E402
 
 PROMPT = "note milk"
 MAX_TOKENS = 64
@@ -225,7 +225,7 @@ def main() -> None:
                     args.runs,
                     {
                         "hearth ask (thin client)": lambda: first_token_s(
-                            *ask, str(phone), "--route", "local"
+                            *ask, str(phone), "--route", "local", env=TERMINAL
                         ),
                         **{
                             kind: (lambda url=url: ref_cold_s(url))

@@ -69,16 +69,20 @@ def rss_kb(pid: int) -> int:
 
 # loopback only: the phone does not browse mDNS on this machine's LAN during the bench
 ENV = {**os.environ, "HEARTH_NO_MDNS": "1"}
+# as on a terminal (rich's TTY_COMPATIBLE): an answer streams on stderr; through a pipe
+# it comes once, at the end
+TERMINAL = {**ENV, "TTY_COMPATIBLE": "1"}
 
 
 def hearth(*args: str, stdin: str | None = None) -> dict:
     return last_json(run("hearth", *args, stdin=stdin, env=ENV))
 
 
-def first_token_s(*args: str) -> float:
+def first_token_s(*args: str, env: dict[str, str] = ENV) -> float:
+    """Process start → its first byte on stderr (where a streamed answer goes)."""
     t0 = time.time()
     proc = subprocess.Popen(
-        [str(BIN / "hearth"), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV
+        [str(BIN / "hearth"), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
     )
     assert proc.stderr is not None
     proc.stderr.read(1)
@@ -140,7 +144,7 @@ def main() -> None:
                 pair_s.append(time.time() - t0)
             ask = ("ask", "note milk", "--yes", "--json", "--home", str(phone))
             cold = [  # an answer in text, as the reference's: its first piece on stderr
-                first_token_s(*ask, "--route", "remote", "--tool-choice", "none")
+                first_token_s(*ask, "--route", "remote", "--tool-choice", "none", env=TERMINAL)
                 for _ in range(args.runs)
             ]
             ref_cold = []
