@@ -105,19 +105,10 @@ class FrameStream:
             raise self._lost(f"peer {self.peer_id} went away ({type(exc).__name__})") from exc
 
     def _lost(self, why: str) -> HearthError:
-        """The stream ended under us: `unreachable`; `refused` when the connection never
-        answered its muxer proposal (the peer's gate closed it right after Noise);
-        `protocol_error` when the peer, its connection up, reset this stream before
-        answering the stream's own proposal (a listener that does not serve the protocol
-        reads our first message as a second proposal and resets)."""
+        """The stream ended under us: `unreachable`, or `refused` when the connection
+        never answered its muxer proposal (the peer's gate closed it right after Noise)."""
         if unanswered(getattr(self.stream.muxed_conn, "secured_conn", None)):
             return gate_refusal(self.peer_id)
-        if unanswered(self.stream) and not getattr(self.stream.muxed_conn, "is_closed", True):
-            return HearthError(
-                ErrorCode.PROTOCOL_ERROR,
-                f"{self.peer_id} reset the stream before accepting its protocol "
-                "(it does not serve it to this device)",
-            )
         return HearthError(ErrorCode.UNREACHABLE, why)
 
     async def send(self, message: Message) -> None:
