@@ -4,18 +4,25 @@ single protocol is proposed optimistically, with the first message."""
 
 from __future__ import annotations
 
+import secrets
 from functools import partial
 
 import pytest
 import trio
 import trio.testing
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from libp2p.custom_types import TProtocol
 from libp2p.io.trio import TrioTCPStream
 from libp2p.protocol_muxer.exceptions import MultiselectClientError
 from libp2p.protocol_muxer.multiselect import Multiselect
 from libp2p.protocol_muxer.multiselect_communicator import MultiselectCommunicator
 
+from hearth.protocol.transport.host import HearthHost
 from hearth.protocol.transport.multiselect import NotServed, PipelinedSelect
+from hearth.protocol.transport.probe import HEALTH_PROTOCOL
+from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.protocol.wire.identity import peer_id_of
+from hearth.protocol.wire.messages import HealthRequest
 
 pytestmark = pytest.mark.timeout(60)
 ECHO, CHAT = TProtocol("/test/echo/1"), TProtocol("/test/chat/1")
@@ -122,3 +129,32 @@ def test_nothing_served_is_an_error_that_says_so() -> None:
     chosen, _ = trio.run(select, [CHAT], [ECHO, TProtocol("/test/other/1")])
     assert isinstance(chosen, MultiselectClientError)
     assert "not supported" in str(chosen)
+
+
+def test_a_refusal_the_listener_follows_with_a_reset_reads_as_a_refusal() -> None:
+    """Real hosts (pnet, Noise, Yamux) on loopback; the node does not serve health. Its
+    listener answers "na", then reads the request as a next proposal and resets the
+    stream. The dialer reads only once the reset has arrived: before, Yamux failed the
+    counted read on the reset though the "na" was buffered ahead of it, and the home
+    status said "went away (StreamReset)", not `protocol_error`."""
+    keys = [Ed25519PrivateKey.generate() for _ in range(2)]
+    ids = {peer_id_of(k) for k in keys}
+    swarm_key = secrets.token_bytes(32)
+    node = HearthHost(keys[0], lambda: [swarm_key], ids.__contains__)
+    node.handle(TProtocol("/test/other/1"), lambda stream: trio.sleep(0))
+
+    async def scenario() -> tuple[bool, ErrorCode]:
+        async with node.run(["/ip4/127.0.0.1/tcp/0"]):
+            dialer = HearthHost(keys[1], lambda: [swarm_key], ids.__contains__)
+            async with dialer.run(["/ip4/127.0.0.1/tcp/0"]):
+                stream = await dialer.open(node.peer_id, HEALTH_PROTOCOL, node.addrs())
+                await stream.send(HealthRequest())
+                muxed = stream.stream.muxed_stream
+                with trio.fail_after(20):
+                    while not muxed.reset_received:  # type: ignore[attr-defined]
+                        await trio.sleep(0.01)
+                with pytest.raises(HearthError) as refused:
+                    await stream.receive()
+                return muxed.reset_received, refused.value.code  # type: ignore[attr-defined]
+
+    assert trio.run(scenario) == (True, ErrorCode.PROTOCOL_ERROR)

@@ -60,6 +60,12 @@ class Optimistic:
 
     Both are put in place as `target`'s own `read` and `write`, and removed once
     done, so after the first exchange every call goes straight to `target`'s class.
+
+    The answers are read with `read(None)`, whatever has arrived, never a counted
+    read: py-libp2p's Yamux fails a counted read on a stream reset even with data
+    buffered before the reset, so a listener's "na" followed at once by its reset
+    would read as a stream gone, not as a protocol refused. What arrived past the
+    answers is kept for the next reads.
     """
 
     def __init__(self, target: ReadWriter, protocol: TProtocol) -> None:
@@ -72,7 +78,8 @@ class Optimistic:
         )
         self._sending = trio.Lock()  # the proposal leaves once, ahead of anything else
         self._checking = trio.Lock()  # the answers are read once, by the first reader
-        self._answered = False
+        self._answers = _Answers(self._read)
+        self.answered = False
         target.write = self.write  # type: ignore[method-assign]
         target.read = self.read  # type: ignore[method-assign]
 
@@ -86,31 +93,33 @@ class Optimistic:
     async def read(self, n: int | None = None) -> bytes:
         if self._pending:
             await self.write(b"")  # a listener that speaks first still needs the proposal
-        if not self._answered:
+        if not self.answered:
             async with self._checking:
-                if not self._answered:
+                if not self.answered:
                     await self._check_answers()
-        return await self._read(n)
+        rest = self._answers.take(n)
+        if not self._answers.buffered:
+            vars(self._target).pop("read", None)
+        return rest if rest else await self._read(n)
 
     async def _check_answers(self) -> None:
-        reader = _Reader(self._read)
-        greeting = (await read_delim(reader)).decode()
+        greeting = (await read_delim(self._answers)).decode()
         if not is_valid_handshake(greeting):
             raise IOException(f"multiselect greeting mismatch: {greeting!r}")
-        answer = (await read_delim(reader)).decode()
+        answer = (await read_delim(self._answers)).decode()
         if answer == PROTOCOL_NOT_FOUND_MSG:
             raise NotServed(self._protocol)
         if answer != self._protocol:
             raise IOException(f"unexpected answer {answer!r} to {self._protocol}")
-        self._answered = True
-        vars(self._target).pop("read", None)
+        self.answered = True
 
 
 def unanswered(target: object) -> bool:
     """Whether `target` still waits for the answers to an optimistic proposal: a
     connection whose listener closed it right after authentication (a gate refusing
     us) never answered its muxer proposal."""
-    return "read" in getattr(target, "__dict__", {})
+    proposal = getattr(getattr(target, "__dict__", {}).get("read"), "__self__", None)
+    return isinstance(proposal, Optimistic) and not proposal.answered
 
 
 class ReadWriter(Protocol):
@@ -119,14 +128,24 @@ class ReadWriter(Protocol):
     async def write(self, data: bytes) -> None: ...
 
 
-class _Reader(Reader):
-    """`read` alone, for `read_delim` to read the answers with the target's own read."""
+class _Answers(Reader):
+    """The listener's answers as they arrive: each fill takes whatever the target has
+    (`read(None)`), and `read(n)` serves up to `n` of it, for `read_delim`."""
 
     def __init__(self, read: Callable[[int | None], Awaitable[bytes]]) -> None:
         self._read = read
+        self.buffered = b""
 
     async def read(self, n: int | None = None) -> bytes:
-        return await self._read(n)
+        if not self.buffered:
+            self.buffered = await self._read(None)
+        return self.take(n)
+
+    def take(self, n: int | None) -> bytes:
+        """Up to `n` of what is buffered (all of it for `None`), without reading."""
+        size = len(self.buffered) if n is None or n < 0 else n
+        out, self.buffered = self.buffered[:size], self.buffered[size:]
+        return out
 
 
 class PipelinedSelect(MultiselectClient):
