@@ -1,4 +1,4 @@
-"""Chaos run (issue 33): `python -m tests.chaos.run --seed S --points N [--json]`.
+"""Chaos run (issue 33): `python -m tests.chaos.run --seed S --points N [--keep DIR]`.
 
 A phone home paired with a home node (the scripted home of `tests/hostile/`, so the plans
 are known: each request's plan reads the notes, writes two notes over two rounds and
@@ -22,7 +22,8 @@ ran), `hearth audit --verify` holds, every database passes `integrity_check`.
 The friend's plans are random (random weights): their notes and messages are checked by
 their step's key (a note id, an outbox file), the scripted home's by their values. The
 companion's restart-to-serving times are reported, not asserted. Event kinds that cannot
-run here are skipped and named.
+run here are skipped and named. `--keep DIR` runs in DIR and leaves it (the homes, the
+companion's log `serve.log`, the phone's home copied out of its tmpfs to `DIR/phone`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import sqlite3
@@ -386,6 +388,8 @@ def chaos(root: Path, seed: int, points: int, log: Any = sys.stderr) -> Totals:
         else:
             totals.skipped["link_down"] = why
         world.setup(totals.skipped)
+        if world.tmpfs:  # the phone's home outlives its tmpfs (read a run kept with --keep)
+            stack.callback(shutil.copytree, world.phone, root / "phone", symlinks=True)
         kinds = [k for k in kinds if k not in totals.skipped]
         world.start_node()
         world.start_friend()
@@ -456,10 +460,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=33)
     parser.add_argument("--points", type=int, default=200)
+    parser.add_argument("--keep", type=Path, help="run in this new directory and keep it")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up mounts and namespaces
-    with tempfile.TemporaryDirectory(prefix="hearth-chaos-") as tmp:
-        totals = chaos(Path(tmp), args.seed, args.points)
+    if args.keep:
+        args.keep.mkdir(parents=True)
+        totals = chaos(args.keep.resolve(), args.seed, args.points)
+    else:
+        with tempfile.TemporaryDirectory(prefix="hearth-chaos-") as tmp:
+            totals = chaos(Path(tmp), args.seed, args.points)
     print(json.dumps(totals.report()))
 
 
