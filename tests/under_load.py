@@ -76,11 +76,12 @@ def main() -> int:
     args = parser.parse_args()
     if args.shard:
         args.pytest_args = [*shard_files(args.shard), *args.pytest_args]
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the burners are stopped on the way
     burners = start_burners(args.burners)
     kind = "stress-ng" if shutil.which("stress-ng") else "python busy loops"
-    print(f"{args.burners} CPU burners running ({kind})", flush=True)
     failed = 0
-    try:
+    try:  # (even a print can fail: a closed pipe)
+        print(f"{args.burners} CPU burners running ({kind})", flush=True)
         for run in range(1, args.runs + 1):
             started = time.monotonic()
             result = subprocess.run(
