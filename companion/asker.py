@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 FALLBACK = (ErrorCode.UNREACHABLE, ErrorCode.TIMED_OUT)  # `auto` answers these locally
 # a friend's node that answers these did not plan: the next friend is tried, then the phone
 FRIEND_DECLINED = (ErrorCode.REFUSED, ErrorCode.BUSY, *FALLBACK)
+KEPT_ANSWER = "Kept for your home node: it answers when it is back."
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,8 @@ class Asker:
     async def _keep_for_home(self, reason: str) -> Answered | Escalated | Declined:
         """Keep a request the home would have planned, for when it is back (the policy's
         `wait_for_home`), and answer it locally meanwhile; too many waiting already:
-        declined (answered locally only)."""
+        declined (answered locally only). Kept, it is never reported failed: a phone that
+        cannot answer meanwhile (no model) says so and that the home will."""
         turn = self.turn
         try:
             self.service.inbox.keep(
@@ -183,7 +185,15 @@ class Asker:
             )
         except HearthError:
             return Declined()
-        return await self._locally(reason, False, deferred=True)
+        try:
+            return await self._locally(reason, False, deferred=True)
+        except HearthError as exc:
+            why = (
+                f"{reason}; the phone could not answer meanwhile ({exc.code.value}: {exc.message})"
+            )
+            route = Route("local", why, self.service.peer_id, deferred=True)
+            await turn.announce_route(route, route.planner)
+            return Answered(route, KEPT_ANSWER, input=turn.prompt.labels(Destination.PHONE))
 
     async def remotely(
         self, link: NodeLink, route: Route, friend: FriendPlanner | None = None

@@ -18,7 +18,9 @@ ledgers: each value names its request and step), no request vanished (each ended
 an answer or a typed error; each answered or deferred is in its conversation or the
 inbox, and every request a note or a message names is: a client told "stopped
 mid-request" before the companion recorded its request failed with a code, nothing
-ran), `hearth audit --verify` holds, every database passes `integrity_check`.
+ran), no request told it failed (but "stopped mid-request") is kept in the inbox for
+the home to answer later, `hearth audit --verify` holds, every database passes
+`integrity_check`.
 The friend's plans are random (random weights): their notes and messages are checked by
 their step's key (a note id, an outbox file), the scripted home's by their values. The
 companion's restart-to-serving times are reported, not asserted. Event kinds that cannot
@@ -99,6 +101,7 @@ class Totals:
     restart_after_waiting_s: list[float] = field(default_factory=list)
     twice: list[str] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)
+    failed_yet_kept: list[str] = field(default_factory=list)  # told failed, answered later
     broken: list[str] = field(default_factory=list)  # audit or a database
 
     def report(self) -> dict[str, Any]:
@@ -110,10 +113,15 @@ class Totals:
             "requests": dict(self.outcomes),
             "steps_run_twice": len(self.twice),
             "requests_lost": len(self.lost),
+            "requests_failed_yet_kept": len(self.failed_yet_kept),
             "broken": self.broken,
             "restart_to_serving_s": spread(self.restart_s),
             "restart_after_waiting_for_an_in_process_ask_s": spread(self.restart_after_waiting_s),
-            "details": {"twice": self.twice, "lost": self.lost},
+            "details": {
+                "twice": self.twice,
+                "lost": self.lost,
+                "failed_yet_kept": self.failed_yet_kept,
+            },
         }
 
 
@@ -352,18 +360,22 @@ def audit_holds(phone: Path) -> bool:
     return AuditLog(phone).verify()[0]
 
 
+def kept_texts(phone: Path) -> set[str]:
+    """Every request text in the inbox (kept for the home, waiting or sent)."""
+    con = sqlite3.connect(f"file:{phone / 'inbox.db'}?mode=ro", uri=True, timeout=10)
+    texts = {
+        json.loads(request)["text"] for (request,) in con.execute("SELECT request FROM requests")
+    }
+    con.close()
+    return texts
+
+
 def recorded_texts(phone: Path) -> set[str]:
     """Every request text in a conversation turn or in the inbox."""
-    texts = set()
-    for name, query in (
-        ("conversations.db", "SELECT text FROM turns"),
-        ("inbox.db", "SELECT request FROM requests"),
-    ):
-        con = sqlite3.connect(f"file:{phone / name}?mode=ro", uri=True, timeout=10)
-        for (text,) in con.execute(query):
-            texts.add(json.loads(text)["text"] if name == "inbox.db" else text)
-        con.close()
-    return texts
+    con = sqlite3.connect(f"file:{phone / 'conversations.db'}?mode=ro", uri=True, timeout=10)
+    texts = {text for (text,) in con.execute("SELECT text FROM turns")}
+    con.close()
+    return texts | kept_texts(phone)
 
 
 def check(world: World, totals: Totals, when: str) -> None:
@@ -395,6 +407,7 @@ def chaos(root: Path, seed: int, points: int, log: Any = sys.stderr) -> Totals:
         world.start_friend()
         world.start_companion()
         asked: dict[str, str] = {}
+        stopped: set[str] = set()  # told the companion stopped mid-request: its end unknown
         for n in range(points):
             kind = rng.choice(kinds)
             proc = ask(world, n)
@@ -426,6 +439,8 @@ def chaos(root: Path, seed: int, points: int, log: Any = sys.stderr) -> Totals:
                 outcome = "answered, planned by the friend"
             text = f"chaos {n}: note it and then text it"
             asked[text] = outcome
+            if "stopped mid-request" in str(answer.get("error", {}).get("message")):
+                stopped.add(text)
             totals.outcomes[outcome] += 1
             if outcome.startswith("no answer"):
                 totals.lost.append(f"{text}: {outcome}")
@@ -439,7 +454,12 @@ def chaos(root: Path, seed: int, points: int, log: Any = sys.stderr) -> Totals:
                 log.write(json.dumps(totals.report()) + "\n")
             log.flush()
         time.sleep(3)  # the inbox delivers what waited, the link being up
-        recorded = recorded_texts(world.phone)
+        recorded, kept = recorded_texts(world.phone), kept_texts(world.phone)
+        totals.failed_yet_kept += [
+            f"{text}: {outcome}, yet kept for the home"
+            for text, outcome in asked.items()
+            if outcome.startswith("failed") and text in kept and text not in stopped
+        ]
         for text, outcome in asked.items():
             if (outcome.startswith("answered") or outcome == "deferred") and text not in recorded:
                 totals.lost.append(f"{text}: {outcome}, but in no conversation")

@@ -15,5 +15,6 @@ def test_twenty_kill_points_lose_nothing_and_run_nothing_twice(tmp_path) -> None
     assert sum(report["events"].values()) == 20
     assert report["steps_run_twice"] == 0, report["details"]["twice"]
     assert report["requests_lost"] == 0, report["details"]["lost"]
+    assert report["requests_failed_yet_kept"] == 0, report["details"]["failed_yet_kept"]
     assert report["broken"] == []
     assert sum(report["requests"].values()) >= 20  # each request ended with a typed outcome
