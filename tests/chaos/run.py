@@ -401,7 +401,8 @@ def chaos(root: Path, seed: int, points: int, log: Any = sys.stderr) -> Totals:
             totals.skipped["link_down"] = why
         world.setup(totals.skipped)
         if world.tmpfs:  # the phone's home outlives its tmpfs (read a run kept with --keep)
-            stack.callback(shutil.copytree, world.phone, root / "phone", symlinks=True)
+            keep = shutil.ignore_patterns("*.sock")  # (a socket is not copied)
+            stack.callback(shutil.copytree, world.phone, root / "phone", ignore=keep)
         kinds = [k for k in kinds if k not in totals.skipped]
         world.start_node()
         world.start_friend()
