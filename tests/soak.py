@@ -22,6 +22,13 @@ median of a tenth of the samples), the growth between them, each SQLite file's g
 per request in the first and the second half after warm-up (data grows with the
 requests at a steady rate; a leak would grow faster than that), and the errors counted.
 `--summarize FILE` prints the same from the sample lines a run wrote.
+
+CLOSING: `*_fds_closing` counts the descriptors of TCP connections the client has closed
+but the server not yet: Hypercorn closes an idle keep-alive connection's socket only when
+its keep-alive timer ends (30 s on the companion's API), even after the client's FIN, so
+3 to 5 of the companion's descriptors come and go with the API's clients (the samples'
+HTTP client and the OpenAI client each drop an idle connection after 5 s): a change of
+the fd count within them is no leak.
 """
 
 from __future__ import annotations
@@ -123,6 +130,9 @@ def sample(phone: Path, pids: dict[str, int], api: httpx.Client, requests: int) 
         proc = psutil.Process(pid)
         out[f"{name}_rss_mib"] = round(proc.memory_info().rss / 2**20, 1)
         out[f"{name}_fds"] = proc.num_fds()
+        out[f"{name}_fds_closing"] = sum(  # (see CLOSING in the docstring)
+            c.status == psutil.CONN_CLOSE_WAIT for c in proc.net_connections(kind="tcp")
+        )
         out[f"{name}_threads"] = proc.num_threads()
     for db in sorted(phone.glob("*.db")):
         wal = db.with_name(db.name + "-wal")
