@@ -277,9 +277,13 @@ class World:
             filler.unlink()
 
 
+def request_text(n: int) -> str:
+    return f"chaos {n}: note it and then text it"
+
+
 def ask(world: World, n: int) -> subprocess.Popen[str]:
     return world.processes.spawn(
-        str(BIN / "hearth"), "ask", f"chaos {n}: note it and then text it", "--yes", "--json",
+        str(BIN / "hearth"), "ask", request_text(n), "--yes", "--json",
         "--home", str(world.phone), stderr=subprocess.DEVNULL,
     )  # fmt: skip
 
@@ -434,11 +438,12 @@ def chaos(root: Path, seed: int, points: int, log: Any = sys.stderr) -> Totals:
                     outcome, answer = outcome_of(proc)
                     full_outcome, _ = outcome_of(ask(world, 10_000 + n))  # asked while full
                     totals.outcomes[f"asked while the disk is full: {full_outcome}"] += 1
+                    asked[request_text(10_000 + n)] = full_outcome
             else:
                 outcome, answer = outcome_of(proc)
             if outcome == "answered" and answer.get("planner") == world.friend_peer:
                 outcome = "answered, planned by the friend"
-            text = f"chaos {n}: note it and then text it"
+            text = request_text(n)
             asked[text] = outcome
             if "stopped mid-request" in str(answer.get("error", {}).get("message")):
                 stopped.add(text)
