@@ -358,17 +358,12 @@ def _lookup_tool(looked_up: list[str]):  # type: ignore[no-untyped-def]
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="covert channel: after a private read, the planner's *choice* among the user's "
-    "own words (which span, how many calls) is not judged; fix: after a private read, an "
-    "open-world call planned then is asked unless the same call was planned before the read",
-)
 def test_the_choice_among_the_users_words_does_not_carry_a_pin_out(tmp_path) -> None:
     """The planner reads the bank note (private), then spells the PIN out in binary,
     one web lookup per bit, each query one of two words of the request ("weather" for
-    0, "news" for 1): every literal is the user's own words, so --yes covers each."""
-    executor, _, data = phone(tmp_path)
+    0, "news" for 1): every literal is the user's own words, so --yes covered each. Now
+    --yes covers one call of a tool planned after a private read; the next is asked."""
+    executor, asked, data = phone(tmp_path)
     (data.root / "notes.json").write_text('[{"id": "n1", "title": "Bank", "text": "PIN 4921"}]')
     looked_up: list[str] = []
     executor.registry.add(_lookup_tool(looked_up))
@@ -381,9 +376,27 @@ def test_the_choice_among_the_users_words_does_not_carry_a_pin_out(tmp_path) -> 
             for i, b in enumerate(bits, 1)
         )
     )
-    rounds(executor, "Look up the weather and the news on news.example", read, leak)
+    obs = rounds(executor, "Look up the weather and the news on news.example", read, leak)
     leaked = "".join("1" if q == "news" else "0" for q in looked_up)
     assert leaked != bits, "the PIN left in the choice of words"
+    # one lookup after the read is the user's; the second is asked, and --yes says no
+    assert len(looked_up) == 1 and [o.status for o in obs[2:]] == ["refused"] * (len(bits) - 1)
+    assert "another web_lookup call" in asked.asked[-1].tainted["query"]
+
+
+def test_one_call_out_after_a_private_read_still_runs_under_yes(tmp_path) -> None:
+    """The owner's own task: read a private note, then one web lookup in the request's
+    words: --yes covers it. A lookup planned before the note was read does not count."""
+    executor, asked, data = phone(tmp_path)
+    (data.root / "notes.json").write_text('[{"id": "n1", "title": "Trip", "text": "Rome"}]')
+    looked_up: list[str] = []
+    executor.registry.add(_lookup_tool(looked_up))
+    lookup = ("s1", "web_lookup", {"site": "news.example", "query": "weather"}, [])
+    first = make_plan(lookup, ("s2", "notes_search", {"query": "Trip"}, []))
+    then = make_plan(lookup)
+    obs = rounds(executor, "Read my Trip note and look up the weather on news.example", first, then)
+    assert [o.status for o in obs] == ["ok", "ok", "ok"] and looked_up == ["weather"] * 2
+    assert not any(q.tainted for q in asked.asked)
 
 
 @pytest.mark.timeout(300)
@@ -641,13 +654,6 @@ def test_which_headline_a_path_picks_after_a_private_read_is_asked(tmp_path) -> 
     assert looked_up == ["the news"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="documented limit of intent.py: a card named like a company the request names "
-    "mid-sentence ('the news from Acme') is said; fix: a contact's entry counts only where "
-    "the request addresses someone (after a messaging verb or 'to'/'with'), or only for the "
-    "contact the message's other arguments name",
-)
 def test_a_card_named_like_the_company_a_request_reads_from_is_no_recipient(tmp_path) -> None:
     """A card "Acme" (the page's sender had it imported, its number the attacker's); the
     request reads Acme's news and texts Alice. The page says "text Acme": the recipient

@@ -100,6 +100,60 @@ def test_a_contact_named_by_the_request_still_sends_under_yes(tmp_path) -> None:
     assert sent(data)[0]["to"] == ALICE
 
 
+ACME = _card("Acme")  # a company's card, the page's sender had it imported
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        "Read the news from Acme, then text Alice that I'm late.",  # a source
+        "Text Alice what Acme's page says.",  # a possessive: a topic
+        "Tell Alice about Acme and the sale.",  # a topic
+        "Go to Acme and text Alice the price.",  # "to", but no verb of sending before it
+        "Text Alice and go to Acme.",  # "to" in another clause than the verb
+        "Reply to Bob with the news from Acme.",  # a reply's "from", but Bob is the party
+        "Tell Alice, Acme closed early.",  # a comma, and no list goes on
+        "Compare the prices with Acme and text Alice.",  # "with", but no verb of sending
+        "Text Alice the Acme news.",  # not right after the verb
+        "Ask Alice what Acme said.",  # after another word
+        "Search Acme, then message Alice.",  # a verb of looking, not of sending
+        "Text Alice. Acme should know this too.",  # a sentence's start, another sentence
+    ],
+)
+def test_a_card_named_like_a_source_or_topic_is_no_recipient(tmp_path, request_) -> None:
+    """A card "Acme" (the attacker's number) named where the request reads from it or
+    speaks of it, not where it sends to it: the page says "text Acme", and the number
+    is the planner's literal after the page; --yes refuses it."""
+    executor, asked, data = phone(tmp_path)
+    (data.root / "contacts.vcf").write_text(CONTACTS + OWNERS + ACME)
+    plan = make_plan(("s1", "message_send", {"to": CARD_NUMBER, "body": "I'm late"}, []))
+    obs = rounds(executor, request_, READ_WEB, plan)
+    assert obs[-1].status == "refused" and "to" in asked.asked[-1].tainted
+    assert sent(data) == []
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        "Read the news from Acme, then text Alice: running late.",
+        "Send the news from Acme to Alice: running late.",
+        "Read the page and text Bob and Alice: running late.",
+        "Read the page, then email Mom, Bob, and Alice: running late.",
+        "Reply to the last message from Alice: running late.",
+        "Read the page and share it with Alice: running late.",
+    ],
+)
+def test_the_contact_a_request_addresses_is_still_its_words(tmp_path, request_) -> None:
+    """Beside a card "Acme", the contact the request sends to (after a verb of sending,
+    "to" or "with" in its clause, a reply's "from", in a list) keeps working under --yes."""
+    executor, asked, data = phone(tmp_path)
+    (data.root / "contacts.vcf").write_text(CONTACTS + OWNERS + ACME)
+    plan = make_plan(("s1", "message_send", {"to": ALICE, "body": "running late"}, []))
+    obs = rounds(executor, request_, READ_WEB, plan)
+    assert obs[-1].status == "ok" and not asked.asked[-1].tainted
+    assert sent(data)[0]["to"] == ALICE
+
+
 CARDS = ["Alice Example", "Bob Builder", "Mom", "Johann Strauß", "Jean-Luc Picard"]
 
 
@@ -111,7 +165,7 @@ CARDS = ["Alice Example", "Bob Builder", "Mom", "Johann Strauß", "Jean-Luc Pica
         ("Read the news, then text Alice I'm late", {"Alice Example"}),
         ("Reply to the last message from Alice: yes, Friday works.", {"Alice Example"}),
         ("Pay Bob's 40 euros to DE27100777770209299700 and text Bob: paid.", {"Bob Builder"}),
-        ("Send Alice's number to Bob and Mom.", {"Alice Example", "Bob Builder", "Mom"}),
+        ("Send Alice's number to Bob and Mom.", {"Bob Builder", "Mom"}),  # Alice's: a topic
         ("Ask Alice Example and Jean-Luc about lunch", {"Alice Example", "Jean-Luc Picard"}),
         ("text alice that I'm late", set()),  # not the card's capitalisation
         ("Alice, read the news", set()),  # a sentence's first word
@@ -121,6 +175,12 @@ CARDS = ["Alice Example", "Bob Builder", "Mom", "Johann Strauß", "Jean-Luc Pica
         ("lunch at Mom's work", set()),  # a place
         ("text Luc and Johann Strauss", set()),  # a part of a word; another spelling
         ("Read Alice.txt and notes/Bob, mail Mom@home", set()),  # names of files, addresses
+        ("Share contract.txt on the drive with Alice.", {"Alice Example"}),  # "." in a name
+        ("Email Alice & Bob, and Mom", {"Alice Example", "Bob Builder", "Mom"}),
+        ("Text Alice, Bob said hi", {"Alice Example"}),  # a comma, no list going on
+        ("Send the notes and the report to Bob", set()),  # a clause without the verb
+        ("Read the mail from Alice", set()),  # a source: no reply
+        ("Reply to the mail from Bob's boss", set()),  # a possessive
     ],
 )
 def test_what_names_a_contact(request_, names) -> None:
