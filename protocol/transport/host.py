@@ -267,19 +267,25 @@ class HearthHost:
         maddrs = list(dict.fromkeys(Multiaddr(a.split("/p2p/")[0]) for a in addrs))
         deadline = time.monotonic() + timeout
         errors: list[HearthError] = []
+        other_swarm: list[Multiaddr] = []  # addresses where a node of another swarm key answered
         for i, maddr in enumerate(maddrs):
             left = deadline - time.monotonic()
             if left <= 0:
                 break
+            started = time.monotonic()
             try:
                 share = left if i == len(maddrs) - 1 else min(left, PER_ADDRESS_S)
                 return await self._dial_one(peer_id, pid, maddr, share)
             except HearthError as exc:
                 errors.append(exc)
+                if self._key_mismatch(maddr, started):
+                    other_swarm.append(maddr)
         if not errors:
             raise HearthError(
                 ErrorCode.TIMED_OUT, f"connecting to {peer_id} took over {timeout:g} s"
             )
+        if (stale := self._stale(peer_id, maddrs, errors, other_swarm)) is not None:
+            raise stale
         for code in (ErrorCode.REFUSED, ErrorCode.TIMED_OUT):  # the most telling first
             if telling := [e for e in errors if e.code is code]:
                 raise telling[0]
@@ -289,6 +295,30 @@ class HearthHost:
                 f"{peer_id}: connection refused at every known address (is it running?)",
             )
         raise errors[0]
+
+    def _stale(
+        self,
+        peer_id: str,
+        maddrs: list[Multiaddr],
+        errors: list[HearthError],
+        other_swarm: list[Multiaddr],
+    ) -> HearthError | None:
+        """When another swarm's node answered at some addresses but not at the one where
+        the peer was last reached (the one it last worked at, else the first: the address
+        book's last-known-good), that address's error: the peer is unreachable there, and
+        the others are stale (a stopped home's port another swarm's node took), which
+        pairing again would not mend."""
+        worked = self.worked.get(peer_id, "").split("/p2p/")[0]
+        good = next((m for m in maddrs if str(m) == worked), maddrs[0])
+        if not other_swarm or good in other_swarm or good not in maddrs[: len(errors)]:
+            return None
+        error = errors[maddrs.index(good)]
+        stale = ", ".join(str(m) for m in other_swarm)
+        return HearthError(
+            error.code,
+            f"{error.message} (at {good}, where it was last reached); {stale} now answers "
+            "as another swarm's node: a stale address",
+        )
 
     async def _dial_one(self, peer_id: str, pid: ID, maddr: Multiaddr, timeout: float) -> None:
         with contextlib.suppress(Exception):
@@ -307,8 +337,9 @@ class HearthHost:
             if self._key_mismatch(maddr, started):
                 raise HearthError(
                     ErrorCode.REFUSED,
-                    f"{peer_id}: swarm key mismatch suspected (if this device missed a "
-                    "key rotation after a revocation, pair it again)",
+                    f"{peer_id}: swarm key mismatch suspected at {maddr}: another swarm's node "
+                    "may hold this address now (the home moved or stopped), or this device "
+                    "missed a key rotation after a revocation (then pair it again)",
                 ) from exc
             raise classify_dial_error(peer_id, exc) from exc
 
