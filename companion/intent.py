@@ -90,9 +90,9 @@ an event's id say, which must not become a trusted identifier of the owner's dat
 Every rule fails safe: a contact the request does name but that these rules miss costs
 one confirmation; a card that anyone can have imported ("Text", "May", "Paris", "Alice"
 beside the owner's "Alice Example") would otherwise lend its number the user's
-authority. What these rules cannot tell is a capitalised word right after a verb of sending or
-"to" that is not a person ("send it to Acme" where Acme is a company: the user did ask
-to send it there, and a card named so is addressed).
+authority. What these rules cannot tell is a capitalised word right after a verb of
+sending or its "to" that is not a person ("send it to Acme" where Acme is a company:
+the user did ask to send it there, and a card named so is addressed).
 """
 
 from __future__ import annotations
