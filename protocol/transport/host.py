@@ -31,7 +31,6 @@ from libp2p.network.exceptions import SwarmDialAllFailedError
 from libp2p.network.swarm import Swarm
 from libp2p.peer.id import ID
 from libp2p.peer.peerinfo import PeerInfo
-from libp2p.relay.circuit_v2.transport import CircuitV2Transport
 from libp2p.security.noise.transport import PROTOCOL_ID as NOISE_PROTOCOL_ID
 from libp2p.stream_muxer.yamux.yamux import PROTOCOL_ID as YAMUX
 from libp2p.stream_muxer.yamux.yamux import Yamux
@@ -42,12 +41,12 @@ from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.frames import DEFAULT_MAX_FRAME
 from hearth.protocol.wire.messages import error_frame
 
-from .circuits import dialer, is_circuit, relay_of
+from .circuits import is_circuit, open_circuit, relay_of
 from .gate import Admit, GatedNoise, Liveness, NotAdmitted, gate_refusal
 from .keys import SwarmKeys, load_identity
 from .membership import RosterHolder
 from .multiselect import pipeline_selection, unanswered
-from .pnet import KeyMismatch, KeyRing, StampedConn, install_protector
+from .pnet import KeyMismatch, KeyRing, install_protector
 from .streams import FrameStream, credit_streams
 from .taskgroups import leaves, single_error
 
@@ -133,7 +132,6 @@ class HearthHost:
         self.admit = admit
         self.max_frame = max_frame
         self.peer_id = str(self.host.get_id())
-        self._dialer: CircuitV2Transport | None = None
         self.worked: dict[str, str] = {}  # peer id → the address the last dial reached
         network.register_notifee(NewestConnectionWins())
         # py-libp2p runs Identify both ways on every new connection (a stream each, through
@@ -354,29 +352,20 @@ class HearthHost:
             await self._connect_direct(relay, [relay_addr], timeout)
         started = time.monotonic()
         try:
-            await self._through_relay(peer_id, circuit, relay, relay_addr, timeout)
+            await self._through_relay(peer_id, circuit, relay, timeout)
         except HearthError:
             quiet = self.quiet_for(relay)
             if kept and (quiet is None or quiet >= time.monotonic() - started):
                 await self.disconnect(relay)
             raise
 
-    async def _through_relay(
-        self, peer_id: str, circuit: str, relay: str, relay_addr: str, timeout: float
-    ) -> None:
-        if self._dialer is None:
-            self._dialer = dialer(self.host)
+    async def _through_relay(self, peer_id: str, circuit: str, relay: str, timeout: float) -> None:
         to_relay = self.host.get_network().get_connections(ID.from_base58(relay))
         try:
             with trio.fail_after(timeout):
-                raw = await self._dialer.dial_peer_info(
-                    PeerInfo(ID.from_base58(peer_id), [Multiaddr(circuit)]),
-                    relay_info=PeerInfo(ID.from_base58(relay), [Multiaddr(relay_addr)]),
-                )
-                # stamped for keepalive (py-libp2p gives an outbound circuit no pnet hook)
-                await self.host.upgrade_outbound_connection(
-                    StampedConn(raw), ID.from_base58(peer_id)
-                )
+                # a StampedConn, for keepalive (py-libp2p gives an outbound circuit no pnet hook)
+                conn = await open_circuit(self.host, ID.from_base58(relay), ID.from_base58(peer_id))
+                await self.host.upgrade_outbound_connection(conn, ID.from_base58(peer_id))
             self.worked[peer_id] = circuit
         except trio.TooSlowError as exc:
             raise HearthError(
