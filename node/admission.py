@@ -2,7 +2,10 @@
 
 When a slot frees, the next session is taken round-robin across peers, so one
 phone with many requests cannot starve another. Past the bounds a request gets
-`busy` with a `retry_after` hint at once.
+`busy` with a `retry_after` hint at once: when the queue is full, the time a queue
+place opens after those already told to come back, so a crowd turned away returns
+spread out at the rate places open (all at once, every phone but one would be turned
+away again; all late, the node would sit idle).
 
 A friend's phone (this node plans for it as a favour) comes after the node's own:
 it gets a slot only when one is free at once, no own phone is waiting, the
@@ -25,6 +28,8 @@ import anyio
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
 from .status import AdmissionSummary
+
+FIRST_SESSION_S = 1.0  # a session's time in its slot, guessed until one has ended here
 
 
 @dataclass
@@ -58,7 +63,8 @@ class Admission:
         self.stats = AdmissionStats()
         self._held: dict[str, int] = {}
         self._waiting: OrderedDict[str, deque[anyio.Event]] = OrderedDict()
-        self._recent_session_s = 5.0
+        self._session_s: float | None = None  # recent sessions' time in their slot
+        self._promised = 0.0  # when the last phone turned away at capacity was asked back
 
     def summary(self) -> AdmissionSummary:
         """Counters and the p99 wait in the queue (last 1000 admissions), for status."""
@@ -73,9 +79,20 @@ class Admission:
     def _load(self, peer: str) -> int:
         return self._held.get(peer, 0) + len(self._waiting.get(peer, ()))
 
+    def _interval(self) -> float:
+        """How often a slot frees while every slot is taken."""
+        return (self._session_s or FIRST_SESSION_S) / self.max_active
+
     def _retry_after(self) -> float:
-        ahead = self.stats.queued + 1
-        return round(self._recent_session_s * ahead / self.max_active, 1)
+        """When this phone's turn would come if it could wait: everyone queued goes first."""
+        return round(self._interval() * (self.stats.queued + 1), 2)
+
+    def _come_back(self) -> float:
+        """For a phone turned away with the queue full: one interval after the last phone
+        asked back (or after now), so retries arrive one per place that opens."""
+        now = time.monotonic()
+        self._promised = max(now, self._promised) + self._interval()
+        return round(self._promised - now, 2)
 
     @contextlib.asynccontextmanager
     async def slot(self, peer: str) -> AsyncIterator[None]:
@@ -91,7 +108,7 @@ class Admission:
             if self.stats.queued >= self.max_queue:
                 self.stats.busy += 1
                 raise HearthError(
-                    ErrorCode.BUSY, "the node is at capacity", retry_after=self._retry_after()
+                    ErrorCode.BUSY, "the node is at capacity", retry_after=self._come_back()
                 )
             ready = anyio.Event()
             self._waiting.setdefault(peer, deque()).append(ready)
@@ -116,7 +133,9 @@ class Admission:
             self._held[peer] -= 1
             if not self._held[peer]:
                 del self._held[peer]
-            self._recent_session_s = 0.8 * self._recent_session_s + 0.2 * (time.monotonic() - began)
+            took = time.monotonic() - began
+            known = self._session_s
+            self._session_s = took if known is None else 0.8 * known + 0.2 * took
             self._release_slot()
 
     @contextlib.asynccontextmanager
