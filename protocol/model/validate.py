@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import json
 import math
 import threading
 import time
 import unicodedata
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -191,10 +193,41 @@ def _unusable_number(value: Any) -> bool:
     return False
 
 
+SCHEMA_SETS_KEPT = 64  # sets of tool schemas known to pass `check_schemas` (by digest)
+_passed: OrderedDict[tuple[bytes, ModelLimits], None] = OrderedDict()
+_passed_lock = threading.Lock()
+
+
 def check_schemas(schemas: dict[str, dict[str, Any]], limits: ModelLimits = DEFAULT_LIMITS) -> None:
     """Refuse tool schemas that are not valid JSON Schema, are too big or too deep, hold
     a number beyond 64 bits or a regular expression RE2 cannot run, or whose `$ref`s
-    expand past `ValidationLimits.max_expanded_nodes` (`invalid_input`)."""
+    expand past `ValidationLimits.max_expanded_nodes` (`invalid_input`).
+
+    The checks depend on the schemas and the limits alone: a set that passed is known
+    by its digest and not checked again (the same tools come with every request)."""
+    key = _schemas_digest(schemas)
+    with _passed_lock:
+        if key is not None and (key, limits) in _passed:
+            _passed.move_to_end((key, limits))
+            return
+    _check_schemas(schemas, limits)
+    if key is not None:
+        with _passed_lock:
+            _passed[(key, limits)] = None
+            while len(_passed) > SCHEMA_SETS_KEPT:
+                _passed.popitem(last=False)
+
+
+def _schemas_digest(schemas: dict[str, dict[str, Any]]) -> bytes | None:
+    """SHA-256 of the schemas as JSON; None when they are not plain JSON values."""
+    try:
+        text = json.dumps(schemas)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return hashlib.sha256(text.encode()).digest()
+
+
+def _check_schemas(schemas: dict[str, dict[str, Any]], limits: ModelLimits) -> None:
     grammar, checks = limits.grammar, limits.validation
     program = checks.max_pattern_program  # what compiling is left, for all the tools
     if len(schemas) > grammar.max_tools:

@@ -1,0 +1,113 @@
+"""What a local request spends before its first token and beyond the model's decode
+(issue 34): work that is the same on every request is done once, and the generating
+thread hands its text to the event loop without waiting for it."""
+
+from __future__ import annotations
+
+import threading
+
+import anyio
+import pytest
+import trio
+
+from hearth.companion.local_model import LocalModel
+from hearth.companion.tools.selection import _index, select, tool_text
+from hearth.protocol.model.limits import DEFAULT_LIMITS, GrammarLimits, ModelLimits, Sampling
+from hearth.protocol.model.validate import _passed, _schemas_digest, check_schemas
+from hearth.protocol.wire.errors import ErrorCode, HearthError
+
+pytestmark = pytest.mark.timeout(300)
+
+TOOLS = {
+    "notes_create": tool_text("notes_create", "Write a note", {}),
+    "reminders_add": tool_text("reminders_add", "Remind me at a time", {}),
+    "messages_send": tool_text("messages_send", "Send a message to a contact", {}),
+}
+SCHEMAS = {
+    "notes_create": {
+        "type": "object",
+        "properties": {"text": {"type": "string", "pattern": "^[a-z ]+$"}},
+        "required": ["text"],
+    },
+    "reminders_add": {"type": "object", "properties": {"at": {"type": "string"}}},
+}
+
+
+def test_the_tool_index_is_built_once_per_set_of_tools() -> None:
+    """The BM25 index over the registry's tools was built again on every request; it is
+    built once per set of tools, with the same selections as a fresh one."""
+    _index.cache_clear()
+    asked = ("note milk", "remind me at noon", "send hi to Alice")
+    first = [select(text, TOOLS) for text in asked]
+    again = [select(text, TOOLS) for text in asked]
+    assert first == again
+    assert [s.matched for s in first] == [
+        {"notes_create"},
+        {"reminders_add"},
+        {"messages_send"},
+    ]
+    assert _index.cache_info().misses == 1
+    fewer = {name: text for name, text in TOOLS.items() if name != "notes_create"}
+    assert select("note milk", fewer).fallback  # another set of tools: its own index
+    assert _index.cache_info().misses == 2
+
+
+def test_tool_schemas_that_passed_are_not_checked_again_under_the_same_limits() -> None:
+    """The same tools come with every request: a set of schemas that passed is kept by
+    its digest; under other limits it is checked again, and a refused set never kept."""
+    _passed.clear()
+    check_schemas(SCHEMAS)
+    digest = _schemas_digest(SCHEMAS)
+    assert digest is not None and (digest, DEFAULT_LIMITS) in _passed
+    check_schemas(SCHEMAS)
+    assert len(_passed) == 1
+    one_tool = ModelLimits(grammar=GrammarLimits(max_tools=1))
+    with pytest.raises(HearthError, match="more than 1 tools") as refused:
+        check_schemas(SCHEMAS, one_tool)
+    assert refused.value.code is ErrorCode.INVALID_INPUT
+    lookaround = {"t": {"type": "string", "pattern": "(?=a)"}}
+    for _ in range(2):
+        with pytest.raises(HearthError, match="RE2"):
+            check_schemas(lookaround)
+    assert len(_passed) == 1
+
+
+def test_the_generating_thread_does_not_wait_for_the_loop_and_text_goes_out_in_batches(
+    tiny_models,
+) -> None:
+    """Each token was handed to the event loop and the model waited until its event had
+    been sent (a wake-up and an HTTP chunk per token: most of a local request's CPU
+    beyond the decode). The model now generates on while the loop is busy, and what
+    gathered meanwhile goes out as one piece, in order, nothing lost."""
+    produced = 0
+    lock = threading.Lock()
+
+    def cancelled() -> bool:  # called by the generating thread once per token
+        nonlocal produced
+        with lock:
+            produced += 1
+        return False
+
+    heard: list[tuple[str, bool]] = []
+
+    async def hear(piece: str, thinking: bool) -> None:
+        if not heard:  # the loop is busy with the first piece until 20 more tokens came
+            with anyio.fail_after(120):  # old code: the model waits here for ever
+                while produced < 20:
+                    await anyio.sleep(0.005)
+        heard.append((piece, thinking))
+
+    async def go() -> str:
+        model = LocalModel(
+            tiny_models[1], n_ctx=2048, sampling=Sampling(temperature=1.0, seed=7)
+        )
+        result = await model.plan(
+            "note milk", [], "phone", mode="none", cancelled=cancelled, on_text=hear
+        )
+        return result.answer
+
+    answer = trio.run(go)
+    text = "".join(piece for piece, thinking in heard if not thinking)
+    assert produced >= 20
+    assert len(heard) < produced  # batched
+    assert text.strip() == answer.strip() != ""
