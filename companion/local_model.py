@@ -173,7 +173,7 @@ class LocalModel:
         def work() -> Generation:
             try:
                 return runtime.generate(
-                    SessionMemory(),
+                    SessionMemory(kept=False),  # one round: nothing to save after it
                     rest,
                     prefix=prefix,
                     grammar=grammar,

@@ -13,6 +13,7 @@ import trio
 from hearth.companion.local_model import LocalModel
 from hearth.companion.tools.selection import _index, select, tool_text
 from hearth.protocol.model.limits import DEFAULT_LIMITS, GrammarLimits, ModelLimits, Sampling
+from hearth.protocol.model.runtime import LlamaRuntime, SessionMemory
 from hearth.protocol.model.validate import _passed, _schemas_digest, check_schemas
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
@@ -98,9 +99,7 @@ def test_the_generating_thread_does_not_wait_for_the_loop_and_text_goes_out_in_b
         heard.append((piece, thinking))
 
     async def go() -> str:
-        model = LocalModel(
-            tiny_models[1], n_ctx=2048, sampling=Sampling(temperature=1.0, seed=7)
-        )
+        model = LocalModel(tiny_models[1], n_ctx=2048, sampling=Sampling(temperature=1.0, seed=7))
         result = await model.plan(
             "note milk", [], "phone", mode="none", cancelled=cancelled, on_text=hear
         )
@@ -111,3 +110,17 @@ def test_the_generating_thread_does_not_wait_for_the_loop_and_text_goes_out_in_b
     assert produced >= 20
     assert len(heard) < produced  # batched
     assert text.strip() == answer.strip() != ""
+
+
+def test_a_one_round_session_is_not_saved_when_the_next_takes_the_context(
+    tiny_models,
+) -> None:
+    """The phone's model runs every round in a new session that never comes back; the
+    runtime copied its state out each time the next request took the context."""
+    runtime = LlamaRuntime(tiny_models[1], n_ctx=2048)
+    prompt = "<|im_start|>user\nnote milk<|im_end|>\n<|im_start|>assistant\n"
+    once, kept = SessionMemory(kept=False), SessionMemory()
+    for memory in (once, kept, SessionMemory()):
+        runtime.generate(memory, prompt, grammar=None, max_tokens=4)
+    assert once.tokens and once.snapshot is None
+    assert kept.tokens and kept.snapshot is not None

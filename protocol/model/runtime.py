@@ -63,6 +63,7 @@ class SessionMemory:
 
     tokens: list[int] = field(default_factory=list)
     snapshot: Any = None
+    kept: bool = True  # False: one generation only, its state not saved when it ends
 
 
 SPECIAL_ATTRS = 1 | 8 | 16  # llama.cpp's LLAMA_TOKEN_ATTR_UNKNOWN | CONTROL | USER_DEFINED
@@ -246,11 +247,12 @@ class LlamaRuntime:
         """Give the context to `memory`'s session, snapshotting the session that held it.
 
         Snapshots are taken only when sessions take turns, and hold the sequence's
-        state alone (not llama-cpp-python's logits buffer, which is n_batch x n_vocab).
+        state alone (not llama-cpp-python's logits buffer, which is n_batch x n_vocab);
+        none of a session not `kept` (one generation: the phone's rounds).
         """
         if self._owner is memory and self.llm.n_tokens == len(memory.tokens):
             return  # the context already holds this session
-        if self._owner is not None and self._owner.tokens:
+        if self._owner is not None and self._owner.tokens and self._owner.kept:
             self._owner.snapshot = self._save_seq()
         if memory.snapshot is not None:
             self._load_seq(memory.snapshot, memory.tokens)
