@@ -4,13 +4,19 @@ thread hands its text to the event loop without waiting for it."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import sqlite3
 import threading
 
 import anyio
+import httpx
 import pytest
 import trio
 
 from hearth.companion.local_model import LocalModel
+from hearth.companion.swarmkit import init_phone, start_companion
 from hearth.companion.tools.selection import _index, select, tool_text
 from hearth.protocol.model.limits import DEFAULT_LIMITS, GrammarLimits, ModelLimits, Sampling
 from hearth.protocol.model.runtime import LlamaRuntime, SessionMemory
@@ -124,3 +130,62 @@ def test_a_one_round_session_is_not_saved_when_the_next_takes_the_context(
         runtime.generate(memory, prompt, grammar=None, max_tokens=4)
     assert once.tokens and once.snapshot is None
     assert kept.tokens and kept.snapshot is not None
+
+
+def _chunk(line: str) -> dict:
+    return json.loads(line[len("data: ") :])
+
+
+def _content(line: str) -> str | None:
+    chunk = _chunk(line)
+    assert "error" not in chunk, chunk  # old code: `database is locked`, after 5 s
+    return chunk["choices"][0]["delta"].get("content")
+
+
+def test_the_first_token_does_not_wait_for_the_request_to_be_kept_and_an_answer_is_never_lost(
+    tmp_path, processes, tiny_models
+) -> None:
+    """Keeping a request as it starts is a commit with its fsync (~12 ms on a busy disk),
+    and it ran on the event loop before the model began. Another writer holds the
+    conversations now: the first token still streams; the answer ends only once the
+    request is kept, and a companion killed right after it has lost nothing."""
+    home = tmp_path / "phone"
+    init_phone(home, tiny_models[1])
+    companion = start_companion(processes, home)
+    token = (home / "api.token").read_text().strip()
+    body = {
+        "model": "hearth-local",
+        "messages": [{"role": "user", "content": "note milk"}],
+        "stream": True,
+        "max_tokens": 64,
+        "temperature": 1.0,  # greedily, the random tiny model streams only control characters
+        "seed": 7,
+        "tool_choice": "none",
+    }
+    url = f"{companion.ready['api']}/v1/chat/completions"
+    writer = sqlite3.connect(home / "conversations.db", isolation_level=None)
+    with httpx.Client(timeout=120, headers={"Authorization": f"Bearer {token}"}) as client:
+        client.post(url, json={**body, "stream": False}).raise_for_status()  # model loaded
+        writer.execute("BEGIN IMMEDIATE")  # another writer: `hearth conversations rename`
+        with client.stream("POST", url, json=body) as response:
+            lines = (line for line in response.iter_lines() if line.startswith("data: {"))
+            first = next(lines)
+            while not _content(first):
+                first = next(lines)
+            assert writer.execute("SELECT COUNT(*) FROM turns").fetchone() == (1,)
+            writer.execute("ROLLBACK")
+            chunks = [_chunk(line) for line in lines]
+    routed = chunks[-1]["hearth"]
+    streamed = "".join(
+        c["choices"][0]["delta"].get("content") or "" for c in [_chunk(first), *chunks]
+    )
+    os.kill(companion.proc.pid, signal.SIGKILL)  # right after the answer
+    companion.proc.wait(timeout=30)
+    writer.close()
+    kept = sqlite3.connect(home / "conversations.db")
+    row = kept.execute(
+        "SELECT state, answer FROM turns WHERE request_id = ?", (routed["request_id"],)
+    ).fetchone()
+    kept.close()
+    assert row is not None and row[0] == "answered"
+    assert row[1].strip() == streamed.strip() != ""
