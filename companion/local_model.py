@@ -173,7 +173,7 @@ class LocalModel:
         def work() -> Generation:
             try:
                 return runtime.generate(
-                    SessionMemory(kept=False),  # one round: nothing to save after it
+                    SessionMemory(),  # one round: dropped after it, never saved
                     rest,
                     prefix=prefix,
                     grammar=grammar,

@@ -18,9 +18,10 @@ import trio
 from hearth.companion.local_model import LocalModel
 from hearth.companion.swarmkit import init_phone, start_companion
 from hearth.companion.tools.selection import _index, select, tool_text
+from hearth.protocol.model.grammar import _grammars, tool_grammar
 from hearth.protocol.model.limits import DEFAULT_LIMITS, GrammarLimits, ModelLimits, Sampling
 from hearth.protocol.model.runtime import LlamaRuntime, SessionMemory
-from hearth.protocol.model.validate import _passed, _schemas_digest, check_schemas
+from hearth.protocol.model.validate import _passed, check_schemas
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
 pytestmark = pytest.mark.timeout(300)
@@ -64,8 +65,7 @@ def test_tool_schemas_that_passed_are_not_checked_again_under_the_same_limits() 
     its digest; under other limits it is checked again, and a refused set never kept."""
     _passed.clear()
     check_schemas(SCHEMAS)
-    digest = _schemas_digest(SCHEMAS)
-    assert digest is not None and (digest, DEFAULT_LIMITS) in _passed
+    assert (SCHEMAS, DEFAULT_LIMITS) in _passed
     check_schemas(SCHEMAS)
     assert len(_passed) == 1
     one_tool = ModelLimits(grammar=GrammarLimits(max_tools=1))
@@ -77,6 +77,20 @@ def test_tool_schemas_that_passed_are_not_checked_again_under_the_same_limits() 
         with pytest.raises(HearthError, match="RE2"):
             check_schemas(lookaround)
     assert len(_passed) == 1
+
+
+def test_a_tool_grammar_is_built_once_for_the_same_tools_and_settings() -> None:
+    """The grammar of the same tools was built again for every request (about 1 ms on
+    the node, before its first token); it is kept by the tools' digest and settings."""
+    _grammars.clear()
+    first = tool_grammar(SCHEMAS, "required", 2)
+    assert tool_grammar(dict(SCHEMAS), "required", 2) is first
+    assert tool_grammar(SCHEMAS, "auto", 2) is not first
+    assert tool_grammar(SCHEMAS, "required", 3) != first
+    assert len(_grammars) == 3
+    with pytest.raises(HearthError, match="more than 1 tools"):
+        tool_grammar(SCHEMAS, "required", 2, GrammarLimits(max_tools=1))
+    assert len(_grammars) == 3
 
 
 def test_the_generating_thread_does_not_wait_for_the_loop_and_text_goes_out_in_batches(
@@ -118,18 +132,24 @@ def test_the_generating_thread_does_not_wait_for_the_loop_and_text_goes_out_in_b
     assert text.strip() == answer.strip() != ""
 
 
-def test_a_one_round_session_is_not_saved_when_the_next_takes_the_context(
+def test_a_session_nobody_holds_is_not_saved_when_the_next_takes_the_context(
     tiny_models,
 ) -> None:
-    """The phone's model runs every round in a new session that never comes back; the
-    runtime copied its state out each time the next request took the context."""
+    """The phone's model runs every round in a new session that is dropped after it, and
+    a node's plan session is dropped when it ends; the runtime copied the state of the
+    last one out each time the next request took the context (~1 ms before the first
+    token). A session still held is saved, and resumes where it was."""
     runtime = LlamaRuntime(tiny_models[1], n_ctx=2048)
     prompt = "<|im_start|>user\nnote milk<|im_end|>\n<|im_start|>assistant\n"
-    once, kept = SessionMemory(kept=False), SessionMemory()
-    for memory in (once, kept, SessionMemory()):
-        runtime.generate(memory, prompt, grammar=None, max_tokens=4)
-    assert once.tokens and once.snapshot is None
-    assert kept.tokens and kept.snapshot is not None
+    runtime.generate(SessionMemory(), prompt, grammar=None, max_tokens=4)  # then dropped
+    assert runtime._owner is not None and runtime._owner() is None
+    held = SessionMemory()
+    runtime.generate(held, prompt, grammar=None, max_tokens=4)
+    assert held.snapshot is None
+    runtime.generate(SessionMemory(), prompt, grammar=None, max_tokens=4)
+    assert held.tokens and held.snapshot is not None
+    again = runtime.generate(held, "<|im_end|>\n<|im_start|>user\nmore", grammar=None, max_tokens=4)
+    assert again.prompt_tokens == len(runtime.tokenize("<|im_end|>\n<|im_start|>user\nmore"))
 
 
 def _chunk(line: str) -> dict:

@@ -21,13 +21,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import json
 import math
 import threading
 import time
 import unicodedata
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -41,6 +39,7 @@ from referencing.jsonschema import DRAFT202012
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
+from .digests import ByDigest
 from .limits import DEFAULT_LIMITS, ModelLimits
 from .toolcalls import ModelOutputError, ToolCall, json_depth
 
@@ -193,9 +192,8 @@ def _unusable_number(value: Any) -> bool:
     return False
 
 
-SCHEMA_SETS_KEPT = 64  # sets of tool schemas known to pass `check_schemas` (by digest)
-_passed: OrderedDict[tuple[bytes, ModelLimits], None] = OrderedDict()
-_passed_lock = threading.Lock()
+SCHEMA_SETS_KEPT = 64  # sets of tool schemas known to pass `check_schemas`
+_passed: ByDigest[bool] = ByDigest(SCHEMA_SETS_KEPT)
 
 
 def check_schemas(schemas: dict[str, dict[str, Any]], limits: ModelLimits = DEFAULT_LIMITS) -> None:
@@ -205,26 +203,12 @@ def check_schemas(schemas: dict[str, dict[str, Any]], limits: ModelLimits = DEFA
 
     The checks depend on the schemas and the limits alone: a set that passed is known
     by its digest and not checked again (the same tools come with every request)."""
-    key = _schemas_digest(schemas)
-    with _passed_lock:
-        if key is not None and (key, limits) in _passed:
-            _passed.move_to_end((key, limits))
-            return
-    _check_schemas(schemas, limits)
-    if key is not None:
-        with _passed_lock:
-            _passed[(key, limits)] = None
-            while len(_passed) > SCHEMA_SETS_KEPT:
-                _passed.popitem(last=False)
 
+    def check() -> bool:
+        _check_schemas(schemas, limits)
+        return True
 
-def _schemas_digest(schemas: dict[str, dict[str, Any]]) -> bytes | None:
-    """SHA-256 of the schemas as JSON; None when they are not plain JSON values."""
-    try:
-        text = json.dumps(schemas)
-    except (TypeError, ValueError, RecursionError):
-        return None
-    return hashlib.sha256(text.encode()).digest()
+    _passed.get(schemas, limits, check)
 
 
 def _check_schemas(schemas: dict[str, dict[str, Any]], limits: ModelLimits) -> None:
