@@ -8,8 +8,9 @@ server, both serving the phone's tiny Q4 GGUF, asked the same prompt with the sa
 limit and sampling (seeded). Figures (medians of `--runs`, alternating sides every run):
 1. `hearth ask` process start → first streamed token (thin client, companion running), against
    a fresh Python process streaming the request from each server with httpx. `hearth ask`
-   samples greedily (it has no sampling option) and streams nothing on a pipe: its figure
-   is the whole command, to its exit, which only counts against Hearth;
+   samples greedily (it has no sampling option) and runs as on a terminal (TTY_COMPATIBLE):
+   its first byte on stderr is its view drawn at the first token (`…`: the tiny model's
+   answer is whitespace, which shows nothing else);
 2. warm local answer: API request → first token (`hearth-local`, streamed), against the
    servers answering on a kept connection;
 3. remote answer through the API over the kept link (`hearth-home`, whole answer), against the

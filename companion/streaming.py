@@ -1,7 +1,9 @@
 """The answer as it streams in: a transient view on stderr that the final answer replaces,
 so a terminal shows each answer once, and a tool call streams as nothing (its step is
-listed when it has run). When stderr is not a terminal nothing streams: the answer is
-printed once, at the end. Text from the model is shown plain (`plain`), never as markup.
+listed when it has run). From the first token on, the view says the model has begun
+("…", "thinking…") until the answer's first visible text replaces it. When stderr is not
+a terminal nothing streams: the answer is printed once, at the end. Text from the model
+is shown plain (`plain`), never as markup.
 
 rich loads with the first piece shown, not before: the thin client imports this module.
 """
@@ -72,21 +74,38 @@ class StreamingAnswer:
         """A piece of the answer (on a terminal, shown; elsewhere, nothing)."""
         if not self._streaming():  # a log or a script: the answer once, at the end
             return
+        self._begin("…")
         self._text += self._prose.feed(piece)
-        if not self._text.strip():
-            return
-        if self._live is None:
-            from rich.live import Live
-
-            self._live = Live(console=self.console, transient=True, auto_refresh=False)
-            self._live.start()
-        if time.monotonic() - self._drawn >= self.REFRESH_S:
+        if self._text.strip() and time.monotonic() - self._drawn >= self.REFRESH_S:
+            assert self._live is not None
             self._live.update(self._tail(), refresh=True)
             self._drawn = time.monotonic()
 
+    def thinking(self) -> None:
+        """A piece of the model's thinking: not shown, but on a terminal the person sees
+        that the model has begun."""
+        if self._streaming():
+            self._begin("thinking…")
+
+    def _begin(self, waiting: str) -> None:
+        """With the first piece, the view appears, saying the model has begun until the
+        answer's first visible text replaces it (a tool call, whitespace or thinking
+        streams as nothing else)."""
+        if self._live is not None:
+            return
+        from rich.live import Live
+        from rich.text import Text
+
+        self._live = Live(
+            Text(waiting, style="dim"), console=self.console, transient=True, auto_refresh=False
+        )
+        self._live.start(refresh=True)
+
     async def show(self, event: Event) -> None:
         """An `EventSink`: the answer's tokens stream in (thinking and progress do not)."""
-        if event.type == "token" and not event.thinking:
+        if event.type == "token" and event.thinking:
+            self.thinking()
+        elif event.type == "token":
             self.put(event.text)
 
     def _tail(self) -> Text:

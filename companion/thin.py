@@ -129,7 +129,9 @@ class ThinConnection:
         while True:
             reply = self.receive()
             if reply.type == "token":
-                if not reply.get("thinking", bool, False):
+                if reply.get("thinking", bool, False):
+                    view.thinking()
+                else:
                     view.put(reply.get("text", str))
             elif reply.type == "answer":
                 result: dict[str, Any] = reply.get("result", dict)

@@ -194,6 +194,22 @@ def test_think_keeps_the_thinking_apart_from_the_answer(real_phone: Path, route:
         assert "<think>" not in out["answer"] and "</think>" not in out["answer"]
 
 
+@pytest.mark.parametrize("think", [False, True])
+def test_the_terminal_shows_the_model_has_begun_before_any_visible_text(
+    real_phone: Path, think: bool
+) -> None:
+    """The tiny model's answer is whitespace (its thinking, with --think, hidden): before,
+    a terminal showed nothing until the command ended; now the view says the model has
+    begun from its first token, and the view is gone when the answer is printed."""
+    term = on_terminal(
+        str(BIN / "hearth"), "ask", "--route", "local", "--tool-choice", "none",
+        *(["--think"] if think else []), "--home", str(real_phone), "why is the sky blue",
+        env={"HEARTH_NO_MDNS": "1"},
+    )  # fmt: skip
+    term.expect("thinking…" if think else "…")
+    assert term.finish() == 0, term.text()
+
+
 def test_attach_reads_a_document_named_relative_to_where_the_command_runs(
     real_phone: Path, tmp_path: Path
 ) -> None:
