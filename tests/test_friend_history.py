@@ -98,7 +98,9 @@ def test_a_friend_planning_after_the_home_died_gets_redactions_not_private_turns
     friend_heard = tmp_path / "friend-heard.jsonl"
     friend = start_hostile(processes, tmp_path / "friend", friend_script, friend_heard)
     AddressBook(phone).remember(friend_id, friend.addrs)
-    third = ask(phone, AskRequest(text="go on", route="remote", continue_last=True), Recorded())
+    third = ask(
+        phone, AskRequest(text="go on", route="remote", continue_last=True), Recorded()
+    )
     assert third.conversation_id == first.conversation_id and third.planner == friend_id
     heard = [json.loads(line) for line in friend_heard.read_text().splitlines()]
     [request] = [h for h in heard if h["frame"] == "plan_request"]

@@ -137,7 +137,7 @@ def phone_registry(tmp_path) -> Registry:
 
 
 def test_a_tool_a_later_step_needs_is_offered_with_its_family(phone_registry) -> None:
-    """ "Move my 3 pm": the move, and the listing the plan reads first."""
+    """"Move my 3 pm": the move, and the listing the plan reads first."""
     selection = phone_registry.candidates("move my 3 pm to friday")
     assert "calendar_move" in selection.matched
     assert {"calendar_move", "calendar_list"} <= selection.offered
