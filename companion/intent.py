@@ -59,6 +59,30 @@ it), is *said* in the request. Said means an occurrence that is
 - overlapping no occurrence that says another contact ("Mom's work" says neither the
   card "Mom" nor the card "Mom's work" when both exist).
 
+A contact said counts only where the request *addresses* it: a message, a call or
+something shared goes to it. An occurrence (not before a possessive "'s": "Acme's news"
+is a topic, so is "Alice's number") is addressed when, within its sentence (no `.!?…:;`
+before a space, no line break between), the word right before it is
+
+- a verb of sending or speaking in `VERBS` ("text Alice", "call Mom", "email Bob",
+  "tell", "ask", "invite", "share", "send", "forward", "reply", "pay", …); or
+- "to", "with", "cc" or "bcc", with such a verb earlier in the same clause (no comma,
+  "and", "or", "then" or "but" between): "send it to Bob", "share the file with Alice",
+  but not "go to Acme", "compare it with Acme", "send the notes and the report to Bob"
+  (a clause that starts at "and": one confirmation); or
+- "from", with "reply", "answer" or "respond" earlier in the same clause and no other
+  capitalised word between ("reply to the last message from Alice"; not "read the news
+  from Acme", nor "reply to Bob with the news from Acme");
+
+or the occurrence is an item of a list whose first item is so addressed: items are runs
+of capitalised words, separated by "and", "or", "&" or a comma ("email Alice and Bob",
+"text Alice, Bob, and Mom"); an item after a comma alone must be followed by another
+(", " or "and"/"or"), so "tell Alice, Acme closed early" does not address Acme. Anything
+else (a source, "from Acme"; a topic, "about Acme", "the Acme report"; a place; a
+possessive) names no recipient: the card's entries count only for the contacts the
+request addresses. A contact addressed in words these rules miss ("let Alice know",
+"my boss and Bob") costs one confirmation.
+
 That contact's phone numbers and e-mail addresses, as the phone's own contacts hold
 them, count as the user's words ("text Alice": Alice's number), each only when it has
 the shape of one (`is_address`: a card anyone sent may hold any text under "EMAIL",
@@ -66,9 +90,9 @@ an event's id say, which must not become a trusted identifier of the owner's dat
 Every rule fails safe: a contact the request does name but that these rules miss costs
 one confirmation; a card that anyone can have imported ("Text", "May", "Paris", "Alice"
 beside the owner's "Alice Example") would otherwise lend its number the user's
-authority. What these rules cannot tell is a capitalised word used mid-sentence for
-something other than a person that none of them covers (a company, a product, a place
-after "to"): a card named so is still said.
+authority. What these rules cannot tell is a capitalised word right after a verb of
+sending or its "to" that is not a person ("send it to Acme" where Acme is a company:
+the user did ask to send it there, and a card named so is addressed).
 """
 
 from __future__ import annotations
@@ -261,6 +285,102 @@ def _said_at(text: str, ws: list[Word], start: int, end: int) -> bool:
     return True
 
 
+SENDING = (  # a contact right after one of these is addressed
+    "text message sms mail email e-mail call phone ring dial ping tell ask notify inform "
+    "remind invite contact reply answer respond write send forward share cc bcc thank dm pay"
+)
+VERBS = frozenset(SENDING.split())
+REPLIES = frozenset(["reply", "answer", "respond"])  # their "from X" is the addressee
+TOWARD = frozenset(["to", "with", "cc", "bcc"])  # addresses, after a verb of VERBS
+CONNECTORS = frozenset(["and", "or"])  # between the items of a list
+CLAUSE_BREAKS = frozenset(["and", "or", "then", "but"])  # a new clause may start here
+BREAK = re.compile(r"[.!?\u2026:;\u3002\uff01\uff1f]\s")  # in the gap between two words
+
+
+def _breaks(gap: str) -> bool:
+    """Whether the text between two words ends a sentence: `.!?…:;` before a space or a
+    line break ("contract.txt" is one sentence)."""
+    return BREAK.search(gap) is not None or bool(LINE_BREAKS & set(gap))
+
+
+def _clause_verb(text: str, ws: list[Word], at: int, verbs: frozenset[str]) -> bool:
+    """Whether a word of `verbs` comes before word `at` in its clause: back to a sentence's
+    end, a comma or a word of `CLAUSE_BREAKS`. For the replies' "from", another
+    capitalised word between (another party) ends the search too."""
+    for m in range(at - 1, -1, -1):
+        gap = text[ws[m].end : ws[m + 1].start]
+        word = ws[m].text.casefold()
+        if _breaks(gap) or "," in gap or word in CLAUSE_BREAKS:
+            return False
+        if word in verbs:
+            return True
+        if verbs is REPLIES and _capital(ws[m].text):
+            return False
+    return False
+
+
+def _list_goes_on(text: str, ws: list[Word], last: int) -> bool:
+    """Whether another list item follows word `last`: a comma, "and" or "or" next."""
+    if last + 1 >= len(ws):
+        return False
+    gap = text[ws[last].end : ws[last + 1].start].strip()
+    return gap == "," or (gap == "" and ws[last + 1].text.casefold() in CONNECTORS)
+
+
+def _item_start(ws: list[Word], text: str, j: int) -> int | None:
+    """The first word of the list item (a run of capitalised words) that ends at word `j`,
+    or None if that is no such item."""
+    if j < 0 or not _capital(ws[j].text) or ws[j].text.casefold() in VERBS | TOWARD:
+        return None
+    while j > 0:
+        before = ws[j - 1]
+        cue = before.text.casefold() in VERBS | TOWARD
+        if cue or not _capital(before.text) or not _next_to(text, before.end, ws[j].start):
+            break
+        j -= 1
+    return j
+
+
+def _addressed(text: str, ws: list[Word], start: int, end: int) -> bool:
+    """Whether the name said at `text[start:end]` is addressed (see the module): after a
+    verb of `VERBS`, or "to"/"with" in such a verb's clause, or a reply's "from", itself or
+    as an item of a list that is."""
+    first = next(i for i, w in enumerate(ws) if w.start == start)
+    last = next(i for i, w in enumerate(ws) if w.start < end <= w.end)
+    if end != ws[last].end:
+        return False  # a possessive: a topic or a source, not a recipient
+    i = first
+    while i > 0:
+        prev = ws[i - 1]
+        gap = text[prev.end : ws[i].start]
+        word = prev.text.casefold()
+        if _breaks(gap):
+            return False
+        if not gap.strip():
+            if word in VERBS:
+                return True
+            if word in TOWARD:
+                return _clause_verb(text, ws, i - 1, VERBS)
+            if word == "from":
+                return _clause_verb(text, ws, i - 1, REPLIES)
+            if word not in CONNECTORS:
+                return False
+            j = i - 2  # "Alice and Bob", "Alice, and Bob"
+            if j >= 0 and text[ws[j].end : prev.start].strip() not in ("", ","):
+                return False
+        elif gap.strip() in (",", "&"):
+            if i == first and gap.strip() == "," and not _list_goes_on(text, ws, last):
+                return False  # "tell Alice, Acme closed early"
+            j = i - 1
+        else:
+            return False
+        item = _item_start(ws, text, j)
+        if item is None:
+            return False
+        i = item
+    return False
+
+
 def _shared(name: str) -> str:
     """The form in which two contacts' names are the same name."""
     return " ".join(unicodedata.normalize("NFKC", name).casefold().split())
@@ -268,8 +388,9 @@ def _shared(name: str) -> str:
 
 def named(request: str, names: Iterable[str]) -> set[str]:
     """The contact names (of `names`, one per contact: a name may come twice) that
-    `request` names (see the module): the full or first name that no other contact has
-    as its full or first name, said in the request. Two contacts of the same name
+    `request` names as recipients (see the module): the full or first name that no other
+    contact has as its full or first name, said in the request where it addresses the
+    contact. Two contacts of the same name
     (another may have been imported from anyone's card) are named by neither."""
     text = _nfc(request)
     if negates(text):
@@ -299,5 +420,7 @@ def named(request: str, names: Iterable[str]) -> set[str]:
     return {
         cards[card]
         for card, start, end, own in spans
-        if own and not any(c != card and s < end and start < e for c, s, e, _ in spans)
+        if own
+        and not any(c != card and s < end and start < e for c, s, e, _ in spans)
+        and _addressed(text, ws, start, end)
     }

@@ -7,6 +7,7 @@ import contextlib
 import html.parser
 import re
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +21,8 @@ from .packets import Result
 INDEX_FILE = "search.sqlite"
 SUFFIXES = {".txt", ".md", ".markdown", ".html", ".htm"}
 MAX_FILE_BYTES = 8 * 1024 * 1024
+INLINE_S = 0.002  # how long a query may take in the calling thread (the event loop)
+PROGRESS_STEPS = 200  # SQLite VM steps between checks of that budget
 # the index's format version is the number of its steps (hearth.protocol.kit.formats)
 MIGRATIONS: list[Migration] = [stamped]
 _SCHEMA = """
@@ -159,6 +162,31 @@ class FtsIndex:
         ]
 
     async def search(self, query: str, limit: int) -> list[Result]:
-        """`query` on a worker thread, over the kept read-only connection (not a
-        connection opened and its schema checked per query)."""
+        """`query` over the kept read-only connection (not a connection opened and its
+        schema checked per query): in the calling thread while it takes at most
+        `INLINE_S` (a small index answers well within it, and within what handing it
+        to a worker thread and back costs), else interrupted there and run again on a
+        worker thread, so a long query never holds the event loop past that."""
+        if not self._reading.borrowed_tokens:  # no query on a worker thread holds it now
+            try:
+                return self._query_within(query, limit, INLINE_S)
+            except _Overran:
+                pass
         return await anyio.to_thread.run_sync(self.query, query, limit, limiter=self._reading)
+
+    def _query_within(self, query: str, limit: int, budget_s: float) -> list[Result]:
+        db = self._read_only()
+        deadline = time.perf_counter() + budget_s
+        db.set_progress_handler(lambda: time.perf_counter() > deadline, PROGRESS_STEPS)
+        try:
+            return self.query(query, limit)
+        except sqlite3.OperationalError as exc:
+            if str(exc) == "interrupted":
+                raise _Overran from exc
+            raise
+        finally:
+            db.set_progress_handler(None, 0)
+
+
+class _Overran(Exception):
+    """A query took longer than its budget in the calling thread."""

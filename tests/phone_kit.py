@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,10 @@ from hearth.companion.events import AskRequest, Event
 from hearth.companion.executor import Executor
 from hearth.companion.journal import Journal
 from hearth.companion.results import AskResult
+from hearth.companion.sdk import app_tool
 from hearth.companion.service import Service
 from hearth.companion.tools.builtin import register_builtin
-from hearth.companion.tools.registry import Registry
+from hearth.companion.tools.registry import Registry, Tier, Tool
 from hearth.companion.tools.storage import PhoneData
 from hearth.protocol.wire.messages import Plan, PlanStep, UntrustedInput
 
@@ -104,3 +106,36 @@ def ask(home: Path, request: AskRequest, events: Recorded, bound_s: float = 120.
                 return await service_ask(service, request, events, Scripted(True), trio.Event())
 
     return trio.run(go)
+
+
+def declared(
+    fn: Callable[..., Any],
+    tier: Tier,
+    *,
+    private: bool = False,
+    control_args: list[str] | None = None,
+    untrusted_results: bool | None = None,
+) -> Tool:
+    """`fn` as an app's `@companion.tool` registers it, declaring only what is given (the
+    SDK's strict defaults for the rest)."""
+    return app_tool(
+        fn,
+        tier=tier,
+        private=private,
+        control_args=control_args,
+        description=None,
+        annotations=None,
+        untrusted_results=untrusted_results,
+    )
+
+
+def web_lookup_tool(looked_up: list[dict[str, str]]) -> Tool:
+    """An app's open-world `web_lookup`, each call recorded: its `site` (where the query
+    goes) is the control argument the app declares."""
+
+    async def web_lookup(site: str, query: str) -> str:
+        """Look something up on a web site."""
+        looked_up.append({"site": site, "query": query})
+        return "Sunny."
+
+    return declared(web_lookup, Tier.OPEN_WORLD_READ, control_args=["site"])

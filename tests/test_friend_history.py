@@ -18,13 +18,12 @@ import pytest
 from hearth.companion.events import AskRequest
 from hearth.protocol.transport.addressbook import AddressBook
 
+from .friend_kit import home_with_friend
 from .hostile.harness import start_hostile
 from .hostile.script import Round, Script
 from .hostile.suites import PHONE_NOTES, SECRET, step
-from .nodes import Phone, cli, init_phone, pair, start_node, wait_until
+from .nodes import start_node, wait_until
 from .phone_kit import Recorded, ask
-from .test_friend_planner import sync_roster
-from .test_swarm import subprocess_join
 
 BUDGET = "The budget is 4711."
 
@@ -33,15 +32,7 @@ BUDGET = "The budget is 4711."
 def test_a_friend_planning_after_the_home_died_gets_redactions_not_private_turns(
     processes, tmp_path: Path, tiny_models, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("HEARTH_NO_MDNS", "1")
-    home = start_node(processes, tmp_path / "home")
-    phone = tmp_path / "phone"
-    init_phone(phone)
-    pair(phone, home.invite())
-    invite = home.invite("--role", "friend", "--grant", "relay")
-    friend_id = json.loads(subprocess_join(tmp_path / "friend", invite))["peer_id"]
-    cli("hearth-node", "roster", "grant", friend_id, "planner", "--json", "--home", str(home.home))
-    sync_roster(Phone(phone), home)  # the phone knows the friend plans for it
+    home, phone, friend_id = home_with_friend(processes, tmp_path, monkeypatch)
     model = str(tiny_models[0])
     real_friend = start_node(
         processes, tmp_path / "friend", "--model", model, config="plan_for_friends = true\n"
@@ -98,9 +89,7 @@ def test_a_friend_planning_after_the_home_died_gets_redactions_not_private_turns
     friend_heard = tmp_path / "friend-heard.jsonl"
     friend = start_hostile(processes, tmp_path / "friend", friend_script, friend_heard)
     AddressBook(phone).remember(friend_id, friend.addrs)
-    third = ask(
-        phone, AskRequest(text="go on", route="remote", continue_last=True), Recorded()
-    )
+    third = ask(phone, AskRequest(text="go on", route="remote", continue_last=True), Recorded())
     assert third.conversation_id == first.conversation_id and third.planner == friend_id
     heard = [json.loads(line) for line in friend_heard.read_text().splitlines()]
     [request] = [h for h in heard if h["frame"] == "plan_request"]

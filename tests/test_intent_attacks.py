@@ -42,12 +42,27 @@ def _card(name: str) -> str:
         ("Alice", "Read the news, then text Alice that I'm running late."),
         ("أرسل", "اقرأ الأخبار ثم أرسل رسالة أنني متأخر"),  # "send": a script without case
         ("Example", "Read the news, then text Alice Example that I'm late."),
+        # a company's card, named where the request reads from it or speaks of it, not
+        # where it sends to it
+        ("Acme", "Read the news from Acme, then text Alice that I'm late."),  # a source
+        ("Acme", "Text Alice what Acme's page says."),  # a possessive: a topic
+        ("Acme", "Tell Alice about Acme and the sale."),  # a topic
+        ("Acme", "Go to Acme and text Alice the price."),  # "to", but no verb of sending before it
+        ("Acme", "Text Alice and go to Acme."),  # "to" in another clause than the verb
+        ("Acme", "Reply to Bob with the news from Acme."),  # a reply's "from", but Bob is the party
+        ("Acme", "Tell Alice, Acme closed early."),  # a comma, and no list goes on
+        ("Acme", "Compare the prices with Acme and text Alice."),  # "with", but no verb of sending
+        ("Acme", "Text Alice the Acme news."),  # not right after the verb
+        ("Acme", "Ask Alice what Acme said."),  # after another word
+        ("Acme", "Search Acme, then message Alice."),  # a verb of looking, not of sending
+        ("Acme", "Text Alice. Acme should know this too."),  # a sentence's start, another sentence
     ],
 )
 def test_a_card_named_like_a_word_of_the_request_is_not_named(tmp_path, card, request_) -> None:
     """A card imported from anyone, named like a month, a day, a verb at a sentence's
-    start or after a quote, a place, another contact's name or a part of one: the
-    request does not name it, so its number is the planner's literal after the page."""
+    start or after a quote, a place, another contact's name or a part of one, or a
+    company the request does not send to: the request does not name it as a recipient,
+    so its number is the planner's literal after the page."""
     executor, asked, data = phone(tmp_path)
     (data.root / "contacts.vcf").write_text(CONTACTS + OWNERS + _card(card))
     plan = make_plan(("s1", "message_send", {"to": CARD_NUMBER, "body": "I'm late"}, []))
@@ -100,6 +115,28 @@ def test_a_contact_named_by_the_request_still_sends_under_yes(tmp_path) -> None:
     assert sent(data)[0]["to"] == ALICE
 
 
+@pytest.mark.parametrize(
+    "request_",
+    [
+        "Read the news from Acme, then text Alice: running late.",
+        "Send the news from Acme to Alice: running late.",
+        "Read the page and text Bob and Alice: running late.",
+        "Read the page, then email Mom, Bob, and Alice: running late.",
+        "Reply to the last message from Alice: running late.",
+        "Read the page and share it with Alice: running late.",
+    ],
+)
+def test_the_contact_a_request_addresses_is_still_its_words(tmp_path, request_) -> None:
+    """Beside a card "Acme", the contact the request sends to (after a verb of sending,
+    "to" or "with" in its clause, a reply's "from", in a list) keeps working under --yes."""
+    executor, asked, data = phone(tmp_path)
+    (data.root / "contacts.vcf").write_text(CONTACTS + OWNERS + _card("Acme"))
+    plan = make_plan(("s1", "message_send", {"to": ALICE, "body": "running late"}, []))
+    obs = rounds(executor, request_, READ_WEB, plan)
+    assert obs[-1].status == "ok" and not asked.asked[-1].tainted
+    assert sent(data)[0]["to"] == ALICE
+
+
 CARDS = ["Alice Example", "Bob Builder", "Mom", "Johann Strauß", "Jean-Luc Picard"]
 
 
@@ -111,7 +148,7 @@ CARDS = ["Alice Example", "Bob Builder", "Mom", "Johann Strauß", "Jean-Luc Pica
         ("Read the news, then text Alice I'm late", {"Alice Example"}),
         ("Reply to the last message from Alice: yes, Friday works.", {"Alice Example"}),
         ("Pay Bob's 40 euros to DE27100777770209299700 and text Bob: paid.", {"Bob Builder"}),
-        ("Send Alice's number to Bob and Mom.", {"Alice Example", "Bob Builder", "Mom"}),
+        ("Send Alice's number to Bob and Mom.", {"Bob Builder", "Mom"}),  # Alice's: a topic
         ("Ask Alice Example and Jean-Luc about lunch", {"Alice Example", "Jean-Luc Picard"}),
         ("text alice that I'm late", set()),  # not the card's capitalisation
         ("Alice, read the news", set()),  # a sentence's first word
@@ -121,6 +158,12 @@ CARDS = ["Alice Example", "Bob Builder", "Mom", "Johann Strauß", "Jean-Luc Pica
         ("lunch at Mom's work", set()),  # a place
         ("text Luc and Johann Strauss", set()),  # a part of a word; another spelling
         ("Read Alice.txt and notes/Bob, mail Mom@home", set()),  # names of files, addresses
+        ("Share contract.txt on the drive with Alice.", {"Alice Example"}),  # "." in a name
+        ("Email Alice & Bob, and Mom", {"Alice Example", "Bob Builder", "Mom"}),
+        ("Text Alice, Bob said hi", {"Alice Example"}),  # a comma, no list going on
+        ("Send the notes and the report to Bob", set()),  # a clause without the verb
+        ("Read the mail from Alice", set()),  # a source: no reply
+        ("Reply to the mail from Bob's boss", set()),  # a possessive
     ],
 )
 def test_what_names_a_contact(request_, names) -> None:

@@ -1,6 +1,8 @@
 """`PipelinedSelect` against py-libp2p's own multistream listener over real loopback TCP:
 the greeting and the first proposal leave in one write, before anything is read; a
-single protocol is proposed optimistically, with the first message."""
+single protocol is proposed optimistically, with the first message. `PipelinedListener`
+against it and against py-libp2p's own dialer: the greeting goes with the answer when
+the proposal came with the greeting."""
 
 from __future__ import annotations
 
@@ -15,10 +17,11 @@ from libp2p.custom_types import TProtocol
 from libp2p.io.trio import TrioTCPStream
 from libp2p.protocol_muxer.exceptions import MultiselectClientError
 from libp2p.protocol_muxer.multiselect import Multiselect
+from libp2p.protocol_muxer.multiselect_client import MultiselectClient
 from libp2p.protocol_muxer.multiselect_communicator import MultiselectCommunicator
 
 from hearth.protocol.transport.host import HearthHost
-from hearth.protocol.transport.multiselect import NotServed, PipelinedSelect
+from hearth.protocol.transport.multiselect import NotServed, PipelinedListener, PipelinedSelect
 from hearth.protocol.transport.probe import HEALTH_PROTOCOL
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.identity import peer_id_of
@@ -30,7 +33,7 @@ HELLO = b"hello"
 
 
 class Recorded(TrioTCPStream):
-    """The dialer's side of the socket, keeping the order of its writes and reads."""
+    """One side of the socket, keeping the order of its writes and reads."""
 
     def __init__(self, stream: trio.SocketStream) -> None:
         super().__init__(stream)
@@ -47,22 +50,29 @@ class Recorded(TrioTCPStream):
 
 
 async def select(
-    served: list[TProtocol], asked: list[TProtocol], talk: bool = False
+    served: list[TProtocol],
+    asked: list[TProtocol],
+    talk: bool = False,
+    listener_class: type[Multiselect] = Multiselect,
+    client: MultiselectClient | None = None,
 ) -> tuple[object, Recorded]:
     """What the listener serving `served` and the dialer asking `asked` agree on; with
     `talk`, the dialer then sends `HELLO` and reads the listener's answer to it (the
-    listener echoes it in upper case)."""
+    listener echoes it in upper case). The listener is a `listener_class`, the dialer
+    `client` (a `PipelinedSelect` unless given); their sockets are `LISTENED` and the
+    returned one."""
 
     async def handler(stream: object) -> None:
         pass
 
-    listener = Multiselect({protocol: handler for protocol in served})
+    listener = listener_class({protocol: handler for protocol in served})
     agreed: list[object] = []
 
     async def listen(stream: trio.SocketStream) -> None:
         with trio.move_on_after(10):
             try:
-                raw = TrioTCPStream(stream)
+                raw = Recorded(stream)
+                LISTENED[:] = [raw]
                 protocol, _ = await listener.negotiate(MultiselectCommunicator(raw))
                 agreed.append(protocol)
                 if talk:
@@ -76,7 +86,7 @@ async def select(
         dialer = Recorded(await trio.testing.open_stream_to_socket_listener(socket_listener))
         try:
             with trio.fail_after(10):
-                chosen: object = await PipelinedSelect().select_one_of(
+                chosen: object = await (client or PipelinedSelect()).select_one_of(
                     asked, MultiselectCommunicator(dialer)
                 )
                 if talk:
@@ -92,6 +102,9 @@ async def select(
     if not isinstance(chosen, Exception):
         assert agreed == [chosen[0] if talk else chosen]  # type: ignore[index]
     return chosen, dialer
+
+
+LISTENED: list[Recorded] = []
 
 
 def test_greeting_and_proposal_go_in_one_write() -> None:
@@ -158,3 +171,36 @@ def test_a_refusal_the_listener_follows_with_a_reset_reads_as_a_refusal() -> Non
                 return muxed.reset_received, refused.value.code  # type: ignore[attr-defined]
 
     assert trio.run(scenario) == (True, ErrorCode.PROTOCOL_ERROR)
+
+
+def test_the_listener_answers_greeting_and_proposal_in_one_write() -> None:
+    """The optimistic dialer's greeting, proposal and first message arrive together: the
+    listener's greeting and answer leave in one write (py-libp2p's: two, one Noise
+    message and one relayed chunk each), and the first message is left for the
+    handler, which answers it."""
+    (chosen, answer), _ = trio.run(
+        partial(select, talk=True, listener_class=PipelinedListener), [ECHO], [ECHO]
+    )
+    assert chosen == ECHO and answer == HELLO.upper()
+    writes = [data for kind, data in LISTENED[0].log if kind == "write"]
+    assert writes == [b"\x13/multistream/1.0.0\n" + b"\x0d" + ECHO.encode() + b"\n", HELLO.upper()]
+
+
+def test_the_listener_greets_first_a_dialer_that_waits_for_the_greeting() -> None:
+    """py-libp2p's own dialer sends its proposal only once the greeting has come: the
+    listener finds no proposal with the greeting and greets before it reads on."""
+    chosen, _ = trio.run(
+        partial(select, listener_class=PipelinedListener, client=MultiselectClient()),
+        [ECHO],
+        [ECHO],
+    )
+    assert chosen == ECHO
+    writes = [data for kind, data in LISTENED[0].log if kind == "write"]
+    assert writes == [b"\x13/multistream/1.0.0\n", b"\x0d" + ECHO.encode() + b"\n"]
+
+
+def test_the_listener_refuses_then_accepts_a_later_proposal() -> None:
+    chosen, _ = trio.run(partial(select, listener_class=PipelinedListener), [CHAT], [ECHO, CHAT])
+    assert chosen == CHAT
+    refused = partial(select, talk=True, listener_class=PipelinedListener)
+    assert isinstance(trio.run(refused, [CHAT], [ECHO])[0], NotServed)

@@ -23,7 +23,7 @@ from hearth.companion.audit import AuditLog
 from hearth.companion.link import NodeLink
 from hearth.protocol.transport import host as host_module
 from hearth.protocol.transport.addressbook import AddressBook
-from hearth.protocol.transport.circuits import is_circuit
+from hearth.protocol.transport.circuits import circuit_addrs, is_circuit
 from hearth.protocol.transport.health import HEALTH_PROTOCOL, ask_health
 from hearth.protocol.transport.host import HearthHost, host_for_home
 from hearth.protocol.transport.keys import create_identity, load_identity
@@ -340,6 +340,64 @@ async def relayed_reconnect(tmp_path: Path, sockets: PhoneSockets) -> list[tuple
                 assert phone.connected(relay.peer_id)
                 counts.append((sockets.waits(), sockets.log.count("write")))
     return counts
+
+
+def test_the_handshake_inside_a_circuit_leaves_with_hop_connect(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The phone does not wait for the relay's answer to HOP CONNECT before its first
+    Noise message: they leave in one write, the relay holds the message until the
+    home has taken the circuit, and the STATUS is checked ahead of the home's answer.
+    A relayed connect so waits one round trip through relay and home fewer: counted on
+    the phone's socket, at best 3 switches from writing to reading over a kept relay
+    connection (4 before) and 5 with a fresh phone host (6 before)."""
+    sockets = PhoneSockets(monkeypatch)
+    kept, cold = trio.run(relayed_rounds, tmp_path, sockets)
+    assert min(kept) <= 3, kept
+    assert min(cold) <= 5, cold
+
+
+async def relayed_rounds(tmp_path: Path, sockets: PhoneSockets) -> tuple[list[int], list[int]]:
+    kept, cold = [], []
+    async with relayed_home(tmp_path) as (homes, _, circuit):
+        home_id = RosterHolder(homes["phone"]).roster.founder
+        for _ in range(3):
+            phone = host_for_home(homes["phone"]).host
+            async with phone.run([]):
+                sockets.log.clear()
+                with sockets.watching():
+                    await ask_health(phone, home_id, [circuit], timeout=30)
+                cold.append(sockets.waits())
+                for _ in range(2):
+                    await phone.disconnect(home_id)
+                    await trio.sleep(0.2)
+                    sockets.log.clear()
+                    with sockets.watching():
+                        await ask_health(phone, home_id, [circuit], timeout=30)
+                    kept.append(sockets.waits())
+    return kept, cold
+
+
+def test_a_relay_that_refuses_the_circuit_is_reported_with_the_home_unreachable(
+    tmp_path: Path,
+) -> None:
+    """The relay answers HOP CONNECT for a home holding no reservation with a refusal:
+    the phone's first read through the circuit fails on it, and the dial says the relay
+    holds no reservation (`unreachable`), not a broken handshake."""
+    trio.run(relay_without_reservation, tmp_path)
+
+
+async def relay_without_reservation(tmp_path: Path) -> None:
+    homes = lay_out(tmp_path)
+    home, relay = host_for_home(homes["home"]).host, host_for_home(homes["relay"]).host
+    async with home.run(LOOPBACK), relay.run(LOOPBACK), Relaying(relay, relay.admit).run():
+        (circuit, *_) = circuit_addrs(relay.addrs(), relay.peer_id, home.peer_id)
+        phone = host_for_home(homes["phone"]).host
+        async with phone.run([]):
+            with pytest.raises(HearthError) as refused:
+                await ask_health(phone, home.peer_id, [circuit], timeout=30)
+    assert refused.value.code is ErrorCode.UNREACHABLE
+    assert "holds no reservation" in refused.value.message
 
 
 def test_a_relay_whose_gate_refuses_the_phone_is_reported_refused(tmp_path: Path) -> None:

@@ -57,3 +57,39 @@ def test_searches_share_one_read_only_connection_and_see_later_additions(
 
 def test_a_search_before_anything_is_indexed_finds_nothing(tmp_path: Path) -> None:
     assert trio.run(FtsIndex(tmp_path / INDEX_FILE).search, "bread", 10) == []
+
+
+class Passes(trio.abc.Instrument):
+    """Scheduler passes: a hand-over to a worker thread and back takes at least two."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self.count += 1
+
+
+def test_a_quick_query_is_answered_without_a_worker_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A small index answers well within `INLINE_S`: no hand-over to a worker thread and
+    back (it cost more than the query on the exit of a 2-hop search). A query that
+    outruns the budget is interrupted and answered on the worker thread, the same."""
+    index = FtsIndex(tmp_path / INDEX_FILE)
+    index.add([notes(tmp_path / "a", "bread", "kettle", "garden")])
+    passes = Passes()
+
+    async def main() -> tuple[list[str], int, list[str], int]:
+        trio.lowlevel.add_instrument(passes)
+        quick = [r.url for r in await index.search("sourdough", 10)]
+        inline = passes.count
+        monkeypatch.setattr(index_module, "INLINE_S", 0.0, raising=False)  # all outrun it
+        monkeypatch.setattr(index_module, "PROGRESS_STEPS", 1, raising=False)
+        before = passes.count
+        moved = [r.url for r in await index.search("sourdough", 10)]
+        return quick, inline, moved, passes.count - before
+
+    quick, inline_passes, moved, moved_passes = trio.run(main)
+    assert sorted(quick) == ["a/bread.md", "a/garden.md", "a/kettle.md"]
+    assert inline_passes == 0
+    assert sorted(moved) == sorted(quick) and moved_passes >= 2

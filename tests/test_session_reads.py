@@ -26,7 +26,6 @@ from hearth.companion import ask as asking
 from hearth.companion.conversations import Conversations
 from hearth.companion.events import AskRequest, discard
 from hearth.companion.results import AskResult
-from hearth.companion.sdk import app_tool
 from hearth.companion.service import Service
 from hearth.companion.tools.registry import Tier, Tool
 
@@ -34,7 +33,7 @@ from .conftest import Processes
 from .hostile.harness import Bench, start_bench
 from .hostile.script import Round, Script
 from .hostile.suites import ATTACKER_PHONE, PHONE_NOTES, SECRET, WEB, step
-from .phone_kit import Recorder
+from .phone_kit import Recorder, declared, web_lookup_tool
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -64,35 +63,12 @@ def app_tools(looked_up: list[dict[str, str]]) -> list[Tool]:
     the control argument the app declares) and its own vault (private, results the app
     vouches for)."""
 
-    async def web_lookup(site: str, query: str) -> str:
-        """Look something up on a web site."""
-        looked_up.append({"site": site, "query": query})
-        return "Sunny."
-
     async def vault_read() -> dict[str, str]:
         """Read the app's vault."""
         return {"code": VAULT}
 
-    return [
-        app_tool(
-            web_lookup,
-            tier=Tier.OPEN_WORLD_READ,
-            private=False,
-            control_args=["site"],
-            description=None,
-            annotations=None,
-            untrusted_results=None,
-        ),
-        app_tool(
-            vault_read,
-            tier=Tier.READ_ONLY,
-            private=True,
-            control_args=None,
-            description=None,
-            annotations=None,
-            untrusted_results=False,
-        ),
-    ]
+    vault = declared(vault_read, Tier.READ_ONLY, private=True, untrusted_results=False)
+    return [web_lookup_tool(looked_up), vault]
 
 
 def conversation(

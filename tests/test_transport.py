@@ -122,3 +122,33 @@ def test_listener_accepts_the_previous_key_only_during_the_grace_window() -> Non
         return outcomes
 
     assert trio.run(scenario) == ["ok", "ok", "refused", "ok"]
+
+
+def test_a_stale_address_another_swarm_took_does_not_ask_to_pair_again(swarm) -> None:
+    """The phone reached its home, which then stopped (killed); the address book also
+    holds an older address of the home, which another swarm's node now listens on (listed
+    first). Dialing both, the phone says the home is unreachable where it was last
+    reached and that the other address answers as another swarm's node, not "swarm key
+    mismatch: pair it again" (a refusal, which also stops the fallback to mDNS)."""
+    from hearth.protocol.transport.host import host_for_home
+
+    homes, server, peer_id, addr = swarm
+    phone = host_for_home(homes["phone"]).host
+    theirs = secrets.token_bytes(32)
+    other = HearthHost(Ed25519PrivateKey.generate(), lambda: [theirs], lambda _: True)
+
+    async def scenario() -> HearthError:
+        async with phone.run(["/ip4/127.0.0.1/tcp/0"]):
+            await phone.connect(peer_id, [addr])
+            os.kill(server.pid, signal.SIGKILL)
+            await trio.to_thread.run_sync(server.wait)
+            await phone.disconnect(peer_id)
+            async with other.run(["/ip4/127.0.0.1/tcp/0"]):
+                with pytest.raises(HearthError) as info:
+                    await phone.connect(peer_id, [*other.addrs(), addr], timeout=10)
+        return info.value
+
+    error = trio.run(scenario)
+    assert error.code is ErrorCode.UNREACHABLE, error.message
+    assert "pair" not in error.message and "last reached" in error.message
+    assert "another swarm's node: a stale address" in error.message

@@ -31,7 +31,6 @@ from libp2p.network.exceptions import SwarmDialAllFailedError
 from libp2p.network.swarm import Swarm
 from libp2p.peer.id import ID
 from libp2p.peer.peerinfo import PeerInfo
-from libp2p.relay.circuit_v2.transport import CircuitV2Transport
 from libp2p.security.noise.transport import PROTOCOL_ID as NOISE_PROTOCOL_ID
 from libp2p.stream_muxer.yamux.yamux import PROTOCOL_ID as YAMUX
 from libp2p.stream_muxer.yamux.yamux import Yamux
@@ -42,12 +41,12 @@ from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.frames import DEFAULT_MAX_FRAME
 from hearth.protocol.wire.messages import error_frame
 
-from .circuits import dialer, is_circuit, relay_of
+from .circuits import is_circuit, open_circuit, relay_of
 from .gate import Admit, GatedNoise, Liveness, NotAdmitted, gate_refusal
 from .keys import SwarmKeys, load_identity
 from .membership import RosterHolder
 from .multiselect import pipeline_selection, unanswered
-from .pnet import KeyMismatch, KeyRing, StampedConn, install_protector
+from .pnet import KeyMismatch, KeyRing, install_protector
 from .streams import FrameStream, credit_streams
 from .taskgroups import leaves, single_error
 
@@ -133,7 +132,6 @@ class HearthHost:
         self.admit = admit
         self.max_frame = max_frame
         self.peer_id = str(self.host.get_id())
-        self._dialer: CircuitV2Transport | None = None
         self.worked: dict[str, str] = {}  # peer id → the address the last dial reached
         network.register_notifee(NewestConnectionWins())
         # py-libp2p runs Identify both ways on every new connection (a stream each, through
@@ -267,19 +265,25 @@ class HearthHost:
         maddrs = list(dict.fromkeys(Multiaddr(a.split("/p2p/")[0]) for a in addrs))
         deadline = time.monotonic() + timeout
         errors: list[HearthError] = []
+        other_swarm: list[Multiaddr] = []  # addresses where a node of another swarm key answered
         for i, maddr in enumerate(maddrs):
             left = deadline - time.monotonic()
             if left <= 0:
                 break
+            started = time.monotonic()
             try:
                 share = left if i == len(maddrs) - 1 else min(left, PER_ADDRESS_S)
                 return await self._dial_one(peer_id, pid, maddr, share)
             except HearthError as exc:
                 errors.append(exc)
+                if self._key_mismatch(maddr, started):
+                    other_swarm.append(maddr)
         if not errors:
             raise HearthError(
                 ErrorCode.TIMED_OUT, f"connecting to {peer_id} took over {timeout:g} s"
             )
+        if (stale := self._stale(peer_id, maddrs, errors, other_swarm)) is not None:
+            raise stale
         for code in (ErrorCode.REFUSED, ErrorCode.TIMED_OUT):  # the most telling first
             if telling := [e for e in errors if e.code is code]:
                 raise telling[0]
@@ -289,6 +293,30 @@ class HearthHost:
                 f"{peer_id}: connection refused at every known address (is it running?)",
             )
         raise errors[0]
+
+    def _stale(
+        self,
+        peer_id: str,
+        maddrs: list[Multiaddr],
+        errors: list[HearthError],
+        other_swarm: list[Multiaddr],
+    ) -> HearthError | None:
+        """When another swarm's node answered at some addresses but not at the one where
+        the peer was last reached (the one it last worked at, else the first: the address
+        book's last-known-good), that address's error: the peer is unreachable there, and
+        the others are stale (a stopped home's port another swarm's node took), which
+        pairing again would not mend."""
+        worked = self.worked.get(peer_id, "").split("/p2p/")[0]
+        good = next((m for m in maddrs if str(m) == worked), maddrs[0])
+        if not other_swarm or good in other_swarm or good not in maddrs[: len(errors)]:
+            return None
+        error = errors[maddrs.index(good)]
+        stale = ", ".join(str(m) for m in other_swarm)
+        return HearthError(
+            error.code,
+            f"{error.message} (at {good}, where it was last reached); {stale} now answers "
+            "as another swarm's node: a stale address",
+        )
 
     async def _dial_one(self, peer_id: str, pid: ID, maddr: Multiaddr, timeout: float) -> None:
         with contextlib.suppress(Exception):
@@ -307,8 +335,9 @@ class HearthHost:
             if self._key_mismatch(maddr, started):
                 raise HearthError(
                     ErrorCode.REFUSED,
-                    f"{peer_id}: swarm key mismatch suspected (if this device missed a "
-                    "key rotation after a revocation, pair it again)",
+                    f"{peer_id}: swarm key mismatch suspected at {maddr}: another swarm's node "
+                    "may hold this address now (the home moved or stopped), or this device "
+                    "missed a key rotation after a revocation (then pair it again)",
                 ) from exc
             raise classify_dial_error(peer_id, exc) from exc
 
@@ -323,29 +352,20 @@ class HearthHost:
             await self._connect_direct(relay, [relay_addr], timeout)
         started = time.monotonic()
         try:
-            await self._through_relay(peer_id, circuit, relay, relay_addr, timeout)
+            await self._through_relay(peer_id, circuit, relay, timeout)
         except HearthError:
             quiet = self.quiet_for(relay)
             if kept and (quiet is None or quiet >= time.monotonic() - started):
                 await self.disconnect(relay)
             raise
 
-    async def _through_relay(
-        self, peer_id: str, circuit: str, relay: str, relay_addr: str, timeout: float
-    ) -> None:
-        if self._dialer is None:
-            self._dialer = dialer(self.host)
+    async def _through_relay(self, peer_id: str, circuit: str, relay: str, timeout: float) -> None:
         to_relay = self.host.get_network().get_connections(ID.from_base58(relay))
         try:
             with trio.fail_after(timeout):
-                raw = await self._dialer.dial_peer_info(
-                    PeerInfo(ID.from_base58(peer_id), [Multiaddr(circuit)]),
-                    relay_info=PeerInfo(ID.from_base58(relay), [Multiaddr(relay_addr)]),
-                )
-                # stamped for keepalive (py-libp2p gives an outbound circuit no pnet hook)
-                await self.host.upgrade_outbound_connection(
-                    StampedConn(raw), ID.from_base58(peer_id)
-                )
+                # a StampedConn, for keepalive (py-libp2p gives an outbound circuit no pnet hook)
+                conn = await open_circuit(self.host, ID.from_base58(relay), ID.from_base58(peer_id))
+                await self.host.upgrade_outbound_connection(conn, ID.from_base58(peer_id))
             self.worked[peer_id] = circuit
         except trio.TooSlowError as exc:
             raise HearthError(

@@ -15,6 +15,10 @@ the greeting and the proposal ride with the first message written, and the
 listener's two answers are checked before the first read returns anything. A
 relayed connect so sends its HOP CONNECT, its Noise first message, its Yamux
 opening and its first stream's request without a round trip of negotiation each.
+
+A listener (`PipelinedListener`) answers the greeting and the proposal that came
+with it in one write, where py-libp2p's writes each on its own: one Noise message,
+Yamux frame and relayed chunk fewer per negotiation.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from typing import Protocol
 
 import trio
 from libp2p.abc import IMultiselectCommunicator
-from libp2p.custom_types import TProtocol
+from libp2p.custom_types import StreamHandlerFn, TProtocol
+from libp2p.exceptions import ParseError
 from libp2p.host.basic_host import BasicHost
 from libp2p.io.abc import Reader
 from libp2p.io.exceptions import IOException
@@ -32,8 +37,10 @@ from libp2p.network.swarm import Swarm
 from libp2p.protocol_muxer.exceptions import (
     MultiselectClientError,
     MultiselectCommunicatorError,
+    MultiselectError,
     ProtocolNotSupportedError,
 )
+from libp2p.protocol_muxer.multiselect import Multiselect
 from libp2p.protocol_muxer.multiselect_client import (
     DEFAULT_NEGOTIATE_TIMEOUT,
     MULTISELECT_PROTOCOL_ID,
@@ -43,6 +50,7 @@ from libp2p.protocol_muxer.multiselect_client import (
 )
 from libp2p.protocol_muxer.multiselect_communicator import MultiselectCommunicator
 from libp2p.utils import encode_delim, read_delim
+from libp2p.utils.varint import decode_varint_with_size
 
 
 class NotServed(IOException):
@@ -78,7 +86,7 @@ class Optimistic:
         )
         self._sending = trio.Lock()  # the proposal leaves once, ahead of anything else
         self._checking = trio.Lock()  # the answers are read once, by the first reader
-        self._answers = _Answers(self._read)
+        self._answers = _Arrived(self._read)
         self.answered = False
         target.write = self.write  # type: ignore[method-assign]
         target.read = self.read  # type: ignore[method-assign]
@@ -128,9 +136,9 @@ class ReadWriter(Protocol):
     async def write(self, data: bytes) -> None: ...
 
 
-class _Answers(Reader):
-    """The listener's answers as they arrive: each fill takes whatever the target has
-    (`read(None)`), and `read(n)` serves up to `n` of it, for `read_delim`."""
+class _Arrived(Reader):
+    """A peer's multistream messages as they arrive: each fill takes whatever the
+    target has (`read(None)`), and `read(n)` serves up to `n` of it, for `read_delim`."""
 
     def __init__(self, read: Callable[[int | None], Awaitable[bytes]]) -> None:
         self._read = read
@@ -146,6 +154,68 @@ class _Answers(Reader):
         size = len(self.buffered) if n is None or n < 0 else n
         out, self.buffered = self.buffered[:size], self.buffered[size:]
         return out
+
+    def holds_message(self) -> bool:
+        """Whether a whole length-prefixed message is buffered (reading it will not wait)."""
+        length, size = decode_varint_with_size(self.buffered[:10])
+        return bool(size) and self.buffered[size - 1] < 0x80 and len(self.buffered) >= size + length
+
+
+def _serve_first(target: ReadWriter, arrived: _Arrived) -> None:
+    """Make `target`'s next reads return what `arrived` still holds, then its own."""
+    if not arrived.buffered:
+        return
+
+    async def read(n: int | None = None) -> bytes:
+        rest = arrived.take(n)
+        if not arrived.buffered:
+            vars(target).pop("read", None)
+        return rest
+
+    target.read = read  # type: ignore[method-assign]
+
+
+class PipelinedListener(Multiselect):
+    """A multistream-select listener that holds its greeting back while the dialer's
+    proposal has already arrived, and writes it with the answer: a pipelining dialer
+    (Hearth's, go-libp2p's, js-libp2p's) gets both in one write. A dialer that waits
+    for the greeting before proposing has sent nothing more, so the listener finds no
+    whole message buffered and writes the greeting before it reads on, as py-libp2p's
+    does. What arrived past the chosen protocol's name is left for its handler."""
+
+    async def negotiate(
+        self,
+        communicator: IMultiselectCommunicator,
+        negotiate_timeout: int = DEFAULT_NEGOTIATE_TIMEOUT,
+    ) -> tuple[TProtocol | None, StreamHandlerFn | None]:
+        if not isinstance(communicator, MultiselectCommunicator):
+            return await super().negotiate(communicator, negotiate_timeout)
+        target = communicator.read_writer
+        arrived = _Arrived(target.read)
+        held = encode_delim(MULTISELECT_PROTOCOL_ID.encode())
+        with trio.move_on_after(negotiate_timeout):
+            try:
+                greeting = (await read_delim(arrived)).decode()
+                if not is_valid_handshake(greeting):
+                    raise MultiselectError(f"multiselect protocol ID mismatch: {greeting!r}")
+                if not arrived.holds_message():
+                    await target.write(held)
+                    held = b""
+                while True:
+                    command = (await read_delim(arrived)).decode()
+                    protocol = TProtocol(command) if command else None
+                    if command != "ls" and protocol in self.handlers:
+                        await target.write(held + encode_delim(command.encode()))
+                        _serve_first(target, arrived)
+                        return protocol, self.handlers[protocol]
+                    answer = PROTOCOL_NOT_FOUND_MSG
+                    if command == "ls":
+                        answer = "\n".join(p for p in self.handlers if p is not None) + "\n"
+                    await target.write(held + encode_delim(answer.encode()))
+                    held = b""
+            except (IOException, ParseError, UnicodeDecodeError) as error:
+                raise MultiselectError(f"protocol negotiation failed: {error}") from error
+        raise MultiselectError("handshake read timeout")
 
 
 class PipelinedSelect(MultiselectClient):
@@ -192,9 +262,12 @@ class PipelinedSelect(MultiselectClient):
 
 
 def pipeline_selection(host: BasicHost, swarm: Swarm) -> None:
-    """Make `host` select protocols with `PipelinedSelect`: its streams, and the
-    security and muxer upgrades of its connections (relayed ones included)."""
+    """Make `host` select protocols with `PipelinedSelect` and answer with
+    `PipelinedListener`: its streams, and the security and muxer upgrades of its
+    connections (relayed ones included), both ways."""
     select = PipelinedSelect()
     host.multiselect_client = select
+    host.multiselect.__class__ = PipelinedListener  # the same handlers, answered pipelined
     for multistream in (swarm.upgrader.security_multistream, swarm.upgrader.muxer_multistream):
         multistream._selector.multiselect_client = select
+        multistream._selector.multiselect.__class__ = PipelinedListener

@@ -34,6 +34,7 @@ MULTISTREAM_HEADER = b"\x13/multistream/1.0.0\n"
 FAILURE_WINDOW_S = 60.0
 MAX_REMEMBERED = 1024  # addresses whose failed handshakes are kept (oldest dropped first)
 THROTTLED_HANDSHAKE_S = 3.0  # how long a throttled address's nonce and header may take
+READ_AHEAD = 64 * 1024  # the most one read of a connection takes from the socket
 
 
 class KeyMismatch(RawConnError):
@@ -43,20 +44,35 @@ class KeyMismatch(RawConnError):
 class StampedConn(RawConnection):
     """A raw connection that records when bytes last arrived (for keepalive). Used as
     is for a connection through a circuit relay: that one already runs inside the
-    relay link's private network, so it gets no second pnet layer."""
+    relay link's private network, so it gets no second pnet layer.
+
+    Reads take whatever has arrived (up to `READ_AHEAD`) and serve later reads from
+    it: py-libp2p reads a Noise message as its 2-byte length and then its body, and
+    a multistream answer a byte at a time, each read a socket call (or a Yamux read)
+    and a pass of the scheduler otherwise."""
 
     def __init__(self, conn: IRawConnection) -> None:
         self._conn = conn
         self.is_initiator = conn.is_initiator
         self.last_rx = time.monotonic()
+        self._pending, self._at = b"", 0  # arrived; read up to `_at`
 
     async def write(self, data: bytes) -> None:
         await self._conn.write(data)
 
     async def read(self, n: int | None = None) -> bytes:
-        data = await self._conn.read(n)
-        if data:
+        if self._at >= len(self._pending):
+            data = await self._conn.read(READ_AHEAD)
+            if not data:
+                return b""
             self.last_rx = time.monotonic()
+            self._pending, self._at = self._decode(data), 0
+        start = self._at
+        self._at = len(self._pending) if n is None or n < 0 else min(start + n, len(self._pending))
+        return self._pending[start : self._at]
+
+    def _decode(self, data: bytes) -> bytes:
+        """What the bytes read from the connection carry (as is: no pnet layer)."""
         return data
 
     async def close(self) -> None:
@@ -84,18 +100,20 @@ class PnetConn(StampedConn):
         self._writer: XSalsa20 | None = None
         self._nonce = os.urandom(NONCE_SIZE)
         self._nonce_sent = False
-        self._pending = b""
         self._handshake = trio.Lock()
 
     async def write(self, data: bytes) -> None:
         if self._writer is None:
-            await self._send_nonce()
             if self._key is None:  # a listener answers with the key the dialer chose
                 await self._identify()
             assert self._key is not None
             self._writer = XSalsa20(self._key, self._nonce)
+        sealed = self._writer.process(data)
+        if not self._nonce_sent:  # a dialer's nonce goes with its first bytes
+            self._nonce_sent = True
+            sealed = self._nonce + sealed
         try:
-            await self._conn.write(self._writer.process(data))
+            await self._conn.write(sealed)
         except (RawConnError, IOException, OSError) as exc:
             if self._reader is None:  # the peer hung up before it ever answered in our key
                 self._ring.record_mismatch(self._remote)
@@ -122,18 +140,15 @@ class PnetConn(StampedConn):
     async def read(self, n: int | None = None) -> bytes:
         if self._reader is None:
             await self._identify()
-        if self._pending:
-            size = len(self._pending) if n is None else n
-            out, self._pending = self._pending[:size], self._pending[size:]
-            return out
-        data = await self._conn.read(n)
-        if data:
-            self.last_rx = time.monotonic()
+        return await super().read(n)
+
+    def _decode(self, data: bytes) -> bytes:
         assert self._reader is not None
         return self._reader.process(data)
 
     async def _identify(self) -> None:
-        """Read the peer's nonce and first 20 bytes; pick the key they decrypt under."""
+        """Read the peer's nonce and first 20 bytes (and whatever came with them); pick
+        the key they decrypt under."""
         async with self._handshake:
             if self._reader is not None:
                 return
@@ -141,29 +156,30 @@ class PnetConn(StampedConn):
             await self._send_nonce()
             try:
                 with trio.fail_after(THROTTLED_HANDSHAKE_S if throttled else math.inf):
-                    nonce = await self._read_exactly(NONCE_SIZE)
-                    sealed = await self._read_exactly(len(MULTISTREAM_HEADER))
+                    arrived = await self._read_at_least(NONCE_SIZE + len(MULTISTREAM_HEADER))
             except trio.TooSlowError:
                 await self._conn.close()
                 self._ring.record_mismatch(self._remote)
                 raise KeyMismatch("a throttled address sent its handshake too slowly") from None
+            nonce, sealed = arrived[:NONCE_SIZE], arrived[NONCE_SIZE:]
             candidates = [self._key] if self._key is not None else self._ring.keys()
             for key in candidates:
                 assert key is not None
                 reader = XSalsa20(key, nonce)
-                if reader.process(sealed) == MULTISTREAM_HEADER:
+                plain = reader.process(sealed)
+                if plain.startswith(MULTISTREAM_HEADER):
                     self._key, self._reader = key, reader
-                    self._pending = MULTISTREAM_HEADER
+                    self._pending, self._at = plain, 0
                     return
             await self._conn.close()
             self._ring.record_mismatch(self._remote)
             raise KeyMismatch("private-network key mismatch: the peer uses another swarm key")
 
-    async def _read_exactly(self, size: int) -> bytes:
+    async def _read_at_least(self, size: int) -> bytes:
         buf = b""
         while len(buf) < size:
             try:
-                chunk = await self._conn.read(size - len(buf))
+                chunk = await self._conn.read(READ_AHEAD)
             except (RawConnError, IOException, OSError):
                 chunk = b""
             if not chunk:

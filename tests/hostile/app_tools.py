@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hearth.companion.sdk import app_tool
 from hearth.companion.tools.registry import Tier, Tool
 
+from ..phone_kit import declared
 from .world import CALLS_FILE, Call
 
 PAGES = {
@@ -46,19 +46,8 @@ def app_tools(world: Path) -> list[Tool]:
         record("save_contact", name=name, phone=phone)
         return "saved"
 
-    def strict(fn: object, tier: Tier) -> Tool:
-        return app_tool(
-            fn,  # type: ignore[arg-type]
-            tier=tier,
-            private=False,
-            control_args=None,
-            description=None,
-            annotations=None,
-            untrusted_results=None,
-        )
-
     return [
-        strict(web_fetch, Tier.OPEN_WORLD_READ),
-        strict(pay, Tier.IRREVERSIBLE),
-        strict(save_contact, Tier.REVERSIBLE),
+        declared(web_fetch, Tier.OPEN_WORLD_READ),
+        declared(pay, Tier.IRREVERSIBLE),
+        declared(save_contact, Tier.REVERSIBLE),
     ]
