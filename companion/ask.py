@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from hearth.protocol.transport.taskgroups import single_error
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
 from .asker import Asker
@@ -55,14 +56,34 @@ async def ask(
     turn, turns = turn_of(
         service, request, uuid.uuid4().hex, conversation_id, events, cancel, executor, documents
     )
-    service.conversations.begin(conversation_id, turn.request_id, request.text, request.source)
-    try:
-        answered, link = await Asker(service, turn, conversation_id).answer(turns)
-    except BaseException as exc:  # an error, or cancelled: the request is kept, failed
-        why = f"{exc.code.value}: {exc.message}" if isinstance(exc, HearthError) else "stopped"
-        with contextlib.suppress(sqlite3.Error):  # a full disk: left `running`, so the
-            service.conversations.failed(turn.request_id, why)  # next start: `interrupted`
-        raise
+    turn.begun = begun = anyio.Event()
+    unkept: list[Exception] = []  # keeping it failed (a full disk): the request fails so
+
+    async def begin() -> None:  # the first token does not wait for the disk
+        try:
+            await anyio.to_thread.run_sync(
+                service.conversations.begin,
+                conversation_id,
+                turn.request_id,
+                request.text,
+                request.source,
+            )
+        except Exception as exc:
+            unkept.append(exc)
+            tasks.cancel_scope.cancel()
+        finally:
+            begun.set()
+
+    with single_error():
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(begin)
+            try:
+                answered, link = await Asker(service, turn, conversation_id).answer(turns)
+            except BaseException as exc:  # an error, or cancelled: the request is kept, failed
+                await failed(service, turn, exc)
+                raise
+    if unkept:
+        raise unkept[0]
     asked = Asked(
         request_id=turn.request_id,
         conversation_id=conversation_id,
@@ -72,6 +93,15 @@ async def ask(
         connect_ms=link.connect_ms,
     )
     return kept_result(service, turn, answered, asked)
+
+
+async def failed(service: Service, turn: Turn, exc: BaseException) -> None:
+    """Keep why the request ended without an answer, once it is kept as started."""
+    why = f"{exc.code.value}: {exc.message}" if isinstance(exc, HearthError) else "stopped"
+    with anyio.CancelScope(shield=True):
+        await turn.started()
+    with contextlib.suppress(sqlite3.Error):  # a full disk: left `running`, so the
+        service.conversations.failed(turn.request_id, why)  # next start: `interrupted`
 
 
 def turn_of(

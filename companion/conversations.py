@@ -12,6 +12,8 @@ characters, oldest turns dropped first.
 from __future__ import annotations
 
 import json
+import sqlite3
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -52,6 +54,7 @@ CREATE INDEX IF NOT EXISTS turns_of ON turns (conversation_id, seq);
 """
 REDACTED_TEXT = f"[{REDACTED_ERROR}]"  # an earlier call or answer a destination may not see
 PlannedAt = Literal["phone", "home", "friend"]
+BEGIN_WAIT_S = 60.0  # how long keeping a starting request waits for another writer
 
 
 class TurnLabels(BaseModel):
@@ -88,6 +91,9 @@ class Conversations:
     def __init__(self, path: Path) -> None:
         self.db = connect(path)
         migrate(self.db, path, SCHEMA)
+        self._path = path
+        self._starts: sqlite3.Connection | None = None  # `begin`'s, in worker threads
+        self._starts_lock = threading.Lock()
 
     def for_request(self, conversation_id: str | None, continue_last: bool) -> str:
         """The conversation a request belongs to: the one named (which must exist), the
@@ -110,10 +116,18 @@ class Conversations:
         """Keep a request as it starts (`running`), so that it is in its conversation
         whatever happens next: `append` fills it in, `failed` says why it ended without
         an answer, and a companion killed meanwhile leaves it `interrupted`. A new
-        conversation is marked with its `source`: the user, or an app over the API."""
-        with self.db:
-            self.db.execute("BEGIN")
-            self._insert(conversation_id, text, request_id, "running", source=source)
+        conversation is marked with its `source`: the user, or an app over the API.
+
+        Blocking (a commit with its fsync): `ask` runs it in a worker thread while the
+        request goes on, on a connection of its own, and waits for it before the answer
+        is kept or a plan runs."""
+        with self._starts_lock:
+            if self._starts is None:
+                self._starts = connect(self._path, BEGIN_WAIT_S)
+            db = self._starts
+            with db:
+                db.execute("BEGIN")
+                self._insert(conversation_id, text, request_id, "running", source=source, db=db)
 
     def append(
         self,
@@ -173,24 +187,26 @@ class Conversations:
         filled: tuple[str, str | None, str, str, str | None] = ("", None, "[]", "", None),
         private: str = "[]",
         source: str = "user",
+        db: sqlite3.Connection | None = None,
     ) -> None:
+        db = db or self.db
         now = time.time()
         title = " ".join(text.split())[:TITLE_CHARS]
-        self.db.execute(
+        db.execute(
             "INSERT OR IGNORE INTO conversations (id, title, created, updated, source)"
             " VALUES (?, ?, ?, ?, ?)",
             (conversation_id, title, now, now, source),
         )
-        self.db.execute(
+        db.execute(
             "INSERT INTO turns (conversation_id, request_id, text, route, planner, plans,"
             " answer, labels, private_steps, time, state)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (conversation_id, request_id, text, *filled, private, now, state),
         )
-        self._touch(conversation_id)
+        self._touch(conversation_id, db)
 
-    def _touch(self, conversation_id: str) -> None:
-        self.db.execute(
+    def _touch(self, conversation_id: str, db: sqlite3.Connection | None = None) -> None:
+        (db or self.db).execute(
             "UPDATE conversations SET updated = ? WHERE id = ?", (time.time(), conversation_id)
         )
 

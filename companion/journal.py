@@ -64,8 +64,9 @@ class StepRecord:
     labels: Labels
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    """A SQLite connection in WAL mode with full fsync, for a file that must survive kills.
+def connect(path: Path, timeout: float = 5.0) -> sqlite3.Connection:
+    """A SQLite connection in WAL mode with full fsync, for a file that must survive kills;
+    a write waits up to `timeout` seconds for another connection's.
 
     The database and its WAL and shared-memory files are the owner's only (0600), also
     when they existed before with another mode (SQLite gives the WAL and SHM files the
@@ -77,7 +78,7 @@ def connect(path: Path) -> sqlite3.Connection:
     for name in (path.name, f"{path.name}-wal", f"{path.name}-shm"):
         if (path.parent / name).exists():
             (path.parent / name).chmod(0o600)
-    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    db = sqlite3.connect(path, timeout, isolation_level=None, check_same_thread=False)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=FULL")
     return db

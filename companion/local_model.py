@@ -4,9 +4,10 @@ and validation as the home node; its plans run through the same executor."""
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -18,8 +19,10 @@ from hearth.protocol.model.chat import ChatTemplate, split_at_first_user_turn
 from hearth.protocol.model.grammar import Mode, answer_grammar, tool_grammar
 from hearth.protocol.model.inert import Inert
 from hearth.protocol.model.limits import Sampling, answer_tokens, requested
+from hearth.protocol.model.relay import TextRelay
 from hearth.protocol.model.toolcalls import parse_generation
 from hearth.protocol.model.validate import check_schemas, validate_calls
+from hearth.protocol.transport.taskgroups import single_error
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import (
     AnswerSettings,
@@ -32,11 +35,11 @@ from hearth.protocol.wire.messages import (
 )
 
 if TYPE_CHECKING:  # llama.cpp and numpy load on first local use, not at every start
-    from hearth.protocol.model.runtime import LlamaRuntime
+    from hearth.protocol.model.runtime import Generation, LlamaRuntime
 
 
 LOCAL_LIMITS = Limits(max_steps=8, max_tokens=384)
-OnText = Callable[[str, bool], None]  # a piece of text, and whether it is thinking
+OnText = Callable[[str, bool], Awaitable[None]]  # a piece of text, whether it is thinking
 
 
 @lru_cache(maxsize=4)
@@ -139,7 +142,8 @@ class LocalModel:
         an answer. `history` (earlier turns) comes before the request `text` (none: the
         history ends with what to answer, a tool result say), rendered with the model's
         template. `on_text(piece, thinking)` hears the thinking and, when no tool
-        may be called, the answer as they are generated (from the generating thread).
+        may be called, the answer as they are generated (on the event loop, in batches
+        while the loop is behind: `relay.TextRelay`).
         A call that is cut or breaks its schema raises `plan_rejected` (the router may
         escalate). `settings` (an app's) tune sampling, bound the answer's tokens within
         `limits` and, in a round that may call no tool, may ask for a JSON answer."""
@@ -162,22 +166,47 @@ class LocalModel:
         prompt = template.render(messages, tool_dicts, thinking=thinking)
         # the system and tools part is evaluated once per process, as on the node
         prefix, rest = split_at_first_user_turn(prompt)
-        hear = on_text or (lambda _piece, _thinking: None)
-        result = await anyio.to_thread.run_sync(
-            lambda: runtime.generate(
-                SessionMemory(),
-                rest,
-                prefix=prefix,
-                grammar=grammar,
-                max_tokens=answer_tokens(limits.max_tokens, settings),
-                sampling=requested(self.sampling or runtime.recommended, settings),
-                confidence=True,
-                cancelled=cancelled,
-                thinking_budget=limits.max_thinking_tokens if thinking else None,
-                on_text=(lambda piece: hear(piece, False)) if calls is None else lambda _: None,
-                on_thinking=lambda piece: hear(piece, True),
-            )
-        )
+        hear = on_text or ignore
+        relay = TextRelay.here()
+        stop = threading.Event()  # the text has nowhere to go: generating on is waste
+
+        def work() -> Generation:
+            try:
+                return runtime.generate(
+                    SessionMemory(),  # one round: dropped after it, never saved
+                    rest,
+                    prefix=prefix,
+                    grammar=grammar,
+                    max_tokens=answer_tokens(limits.max_tokens, settings),
+                    sampling=requested(self.sampling or runtime.recommended, settings),
+                    confidence=True,
+                    cancelled=lambda: stop.is_set() or cancelled(),
+                    thinking_budget=limits.max_thinking_tokens if thinking else None,
+                    on_text=relay.put if calls is None else lambda _: None,
+                    on_thinking=relay.put_thought,
+                )
+            finally:
+                relay.close()
+
+        done: list[Generation] = []
+
+        async def run() -> None:
+            done.append(await anyio.to_thread.run_sync(work))
+
+        async def answer(piece: str) -> None:
+            await hear(piece, False)
+
+        async def thought(piece: str) -> None:
+            await hear(piece, True)
+
+        with single_error():
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(run)
+                try:
+                    await relay.deliver(answer, thought)
+                finally:
+                    stop.set()
+        result = done[0]
         parsed = parse_generation(result.text, result.finish, schemas, calls=calls is not None)
         await validate_calls(parsed.calls, schemas)
         plan = (
@@ -195,3 +224,7 @@ class LocalModel:
             parsed.truncated,
             result.prompt_tokens,
         )
+
+
+async def ignore(_piece: str, _thinking: bool) -> None:
+    """An `OnText` for a round whose text nobody hears."""

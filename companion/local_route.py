@@ -8,29 +8,23 @@ starts with the taint of everything the model read: earlier turns, documents.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-
-import anyio
 
 from hearth.protocol.wire.messages import Limits, ToolSpec
 
 from .documents import DocumentProgress
 from .egress import Destination
 from .events import TokenEvent
-from .local_model import LocalModel, LocalResult
+from .local_model import LocalModel, LocalResult, OnText
 from .outcomes import Answered, Escalated, Route
 from .results import UsageView
 from .turn import Turn, plan_view
 
 
-def streaming(turn: Turn) -> Callable[[str, bool], None]:
-    """`LocalModel`'s `on_text`: each piece becomes a TokenEvent (from the model's thread)."""
+def streaming(turn: Turn) -> OnText:
+    """`LocalModel`'s `on_text`: each batch of pieces becomes a TokenEvent."""
 
-    async def tell(event: TokenEvent) -> None:
-        await turn.events(event)
-
-    def hear(piece: str, thinking: bool) -> None:
-        anyio.from_thread.run(tell, TokenEvent(text=piece, thinking=thinking))
+    async def hear(piece: str, thinking: bool) -> None:
+        await turn.events(TokenEvent(text=piece, thinking=thinking))
 
     return hear
 

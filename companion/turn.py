@@ -64,7 +64,16 @@ class Turn:
     cancel: anyio.Event
     executor: Executor
     prompt: Prompt
-    started: float = field(default_factory=time.monotonic)
+    started_at: float = field(default_factory=time.monotonic)
+    begun: anyio.Event | None = None
+    """Set once the request is kept in its conversation as started (`ask` keeps it while
+    the request goes on; None: kept before, as a request the inbox sends)."""
+
+    async def started(self) -> None:
+        """Once the request is kept as started: what it does from then on (a plan's
+        effects, its answer) is never lost with it."""
+        if self.begun is not None:
+            await self.begun.wait()
 
     def session(
         self,
@@ -97,6 +106,7 @@ class Turn:
             )
 
         state.request = state.request or self.request.text  # the user's own words
+        await self.started()  # no effect of a request that could be lost with it
         try:
             outcomes = await self.executor.run_plan(
                 plan,
@@ -159,4 +169,4 @@ class Turn:
         )
 
     def elapsed_ms(self) -> float:
-        return round((time.monotonic() - self.started) * 1000, 1)
+        return round((time.monotonic() - self.started_at) * 1000, 1)

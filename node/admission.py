@@ -2,8 +2,8 @@
 
 When a slot frees, the next session is taken round-robin across peers, so one
 phone with many requests cannot starve another. Past the bounds a request gets
-`busy` with a `retry_after` hint at once: when the queue is full, the time a queue
-place opens after those already told to come back, so a crowd turned away returns
+`busy` with a `retry_after` hint at once: when the queue is full, one opening after
+each phone already told to come back that has not yet, so a crowd turned away returns
 spread out at the rate places open (all at once, every phone but one would be turned
 away again; all late, the node would sit idle).
 
@@ -30,6 +30,7 @@ from hearth.protocol.wire.errors import ErrorCode, HearthError
 from .status import AdmissionSummary
 
 FIRST_SESSION_S = 1.0  # a session's time in its slot, guessed until one has ended here
+PACE_WEIGHT = 0.2  # of the last session ended, in the pace at which slots free
 
 
 @dataclass
@@ -63,8 +64,8 @@ class Admission:
         self.stats = AdmissionStats()
         self._held: dict[str, int] = {}
         self._waiting: OrderedDict[str, deque[anyio.Event]] = OrderedDict()
-        self._session_s: float | None = None  # recent sessions' time in their slot
-        self._promised = 0.0  # when the last phone turned away at capacity was asked back
+        self._interval_s: float | None = None  # how often a slot frees, all taken
+        self._asked_back: dict[str, float] = {}  # phones turned away at capacity: when
 
     def summary(self) -> AdmissionSummary:
         """Counters and the p99 wait in the queue (last 1000 admissions), for status."""
@@ -80,22 +81,27 @@ class Admission:
         return self._held.get(peer, 0) + len(self._waiting.get(peer, ()))
 
     def _interval(self) -> float:
-        """How often a slot frees while every slot is taken."""
-        return (self._session_s or FIRST_SESSION_S) / self.max_active
+        """How often a slot frees while every slot is taken: recent sessions' time in
+        their slot over the sessions then running (they share one model)."""
+        return self._interval_s or FIRST_SESSION_S / self.max_active
 
     def _retry_after(self) -> float:
         """When this phone's turn would come if it could wait: everyone queued goes first."""
         return round(self._interval() * (self.stats.queued + 1), 2)
 
-    def _come_back(self) -> float:
-        """For a phone turned away with the queue full: one interval after the last phone
-        asked back (or after now), so retries arrive one per place that opens."""
+    def _come_back(self, peer: str) -> float:
+        """For `peer` turned away with the queue full: one interval more than the phones
+        asked back before it and not back yet, so retries arrive one per place that
+        opens (a phone back early is not counted against itself)."""
         now = time.monotonic()
-        self._promised = max(now, self._promised) + self._interval()
-        return round(self._promised - now, 2)
+        self._asked_back = {p: t for p, t in self._asked_back.items() if t > now}
+        after = round(self._interval() * (len(self._asked_back) + 1), 2)
+        self._asked_back[peer] = now + after
+        return after
 
     @contextlib.asynccontextmanager
     async def slot(self, peer: str) -> AsyncIterator[None]:
+        self._asked_back.pop(peer, None)  # back: whatever it gets now
         if self._load(peer) >= self.per_peer:
             self.stats.busy += 1
             raise HearthError(
@@ -108,7 +114,7 @@ class Admission:
             if self.stats.queued >= self.max_queue:
                 self.stats.busy += 1
                 raise HearthError(
-                    ErrorCode.BUSY, "the node is at capacity", retry_after=self._come_back()
+                    ErrorCode.BUSY, "the node is at capacity", retry_after=self._come_back(peer)
                 )
             ready = anyio.Event()
             self._waiting.setdefault(peer, deque()).append(ready)
@@ -133,9 +139,9 @@ class Admission:
             self._held[peer] -= 1
             if not self._held[peer]:
                 del self._held[peer]
-            took = time.monotonic() - began
-            known = self._session_s
-            self._session_s = took if known is None else 0.8 * known + 0.2 * took
+            pace = (time.monotonic() - began) / self.stats.active
+            known = self._interval_s
+            self._interval_s = pace if known is None else known + PACE_WEIGHT * (pace - known)
             self._release_slot()
 
     @contextlib.asynccontextmanager

@@ -45,11 +45,14 @@ def test_phones_turned_away_together_are_asked_back_one_interval_apart() -> None
         async with anyio.create_task_group() as tg:
             await full(admission, tg, done)
             afters = await turned_away(admission, [f"p{i}" for i in range(6)])
+            # back too early: behind the five still to come, not behind itself too
+            (early,) = await turned_away(admission, ["p0"])
             done.set()
         # no session has ended yet: one guessed session apart (each asks within
         # microseconds of the last; the hint is rounded to 10 ms)
         assert [round(a / FIRST_SESSION_S) for a in afters] == [1, 2, 3, 4, 5, 6]
         assert afters == sorted(set(afters))
+        assert round(early / FIRST_SESSION_S) == 6
 
     trio.run(go)
 

@@ -34,6 +34,7 @@ from typing import Any
 
 MAX_TEXT = 20_000  # characters of a request or of one tool's text that are looked at
 TOOL_TEXTS_KEPT = 1024  # tools whose terms are kept between requests (a tool's text is fixed)
+INDEXES_KEPT = 8  # sets of tools whose index is kept (the phone's, those the policy lets out)
 
 
 @dataclass(frozen=True)
@@ -103,35 +104,54 @@ def family(name: str) -> str:
 
 def _matched(text: str, tools: Mapping[str, str], thresholds: Thresholds) -> set[str]:
     """The tools `text` points to (none when nothing matched)."""
-    import bm25s  # imports scipy: only when a request is routed
-
-    names = list(tools)
-    if not names:
+    if not tools:
         return set()
-    terms = {n: _tool_terms(tools[n]) for n in names}
-    docs = [list(terms[n].tokens) for n in names]
-    index = bm25s.BM25()
-    index.index(docs, show_progress=False)
-    query = [t for t in tokens(text[:MAX_TEXT]) if t in index.vocab_dict]
+    index = _index(tuple(tools.items()))
+    names, terms = index.names, index.terms
+    query = [t for t in tokens(text[:MAX_TEXT]) if t in index.bm25.vocab_dict]
     if not query:
         return set()
-    scores = index.get_scores(query)
+    scores = index.bm25.get_scores(query)
     best = float(scores.max())
     if best <= 0:
         return set()
     chosen = {n for n, s in zip(names, scores, strict=True) if s >= thresholds.relative * best}
-    vocabularies = [terms[n].vocabulary for n in names]
     while query:  # each round: the tool explaining most of what is still unexplained
-        scores = index.get_scores(query)
+        scores = index.bm25.get_scores(query)
         top = int(scores.argmax())
         if scores[top] < thresholds.residual * best:
             break
         chosen.add(names[top])
-        query = [t for t in query if t not in vocabularies[top]]
-    chosen = _with_evidence(text, chosen, tools, thresholds)
+        query = [t for t in query if t not in terms[top].vocabulary]
+    chosen = _with_evidence(text, chosen, index, thresholds)
     unjudged = _scripts(text, thresholds.script_share)
-    chosen |= {n for n in names if not unjudged <= terms[n].scripts}
+    chosen |= {n for n, t in zip(names, terms, strict=True) if not unjudged <= t.scripts}
     return chosen
+
+
+@dataclass(frozen=True)
+class _Index:
+    """A registry's tools as selection reads them: their terms, the BM25 index over them,
+    and how many tools use each word of evidence."""
+
+    names: tuple[str, ...]
+    terms: tuple[ToolTerms, ...]
+    bm25: Any
+    used: Counter[str]
+
+
+@lru_cache(maxsize=INDEXES_KEPT)
+def _index(tools: tuple[tuple[str, str], ...]) -> _Index:
+    """The index of `tools` (name, `tool_text`), built once per set of tools: the
+    registry's texts are the same on every request."""
+    import bm25s  # imports scipy: only when a request is routed
+
+    names = tuple(name for name, _ in tools)
+    terms = tuple(_tool_terms(text) for _, text in tools)
+    bm25 = bm25s.BM25()
+    bm25.index([list(t.tokens) for t in terms], show_progress=False)
+    used = Counter(w for t in terms for w in t.evidence)
+    return _Index(names, terms, bm25, used)
 
 
 @dataclass(frozen=True)
@@ -154,19 +174,17 @@ def _tool_terms(text: str) -> ToolTerms:
     )
 
 
-def _with_evidence(
-    text: str, chosen: set[str], tools: Mapping[str, str], thresholds: Thresholds
-) -> set[str]:
+def _with_evidence(text: str, chosen: set[str], index: _Index, thresholds: Thresholds) -> set[str]:
     """The chosen tools that share a word (or a word's first five letters) with the
     request: shared trigrams alone are no evidence. In a registry large enough to
     tell (`common_from` tools), a word most tools use ("the", "a") is none either."""
-    evidence = {n: _tool_terms(t).evidence for n, t in tools.items()}
-    used = Counter(w for words in evidence.values() for w in words)
+    count = len(index.names)
     asked = {
         w
         for w in _evidence(text)
-        if len(tools) < thresholds.common_from or used[w] <= thresholds.common_share * len(tools)
+        if count < thresholds.common_from or index.used[w] <= thresholds.common_share * count
     }
+    evidence = dict(zip(index.names, (t.evidence for t in index.terms), strict=True))
     return {n for n in chosen if not asked.isdisjoint(evidence[n])}
 
 

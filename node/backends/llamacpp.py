@@ -11,16 +11,15 @@ import threading
 from pathlib import Path
 
 import anyio
-import trio
 
 from hearth.protocol.model.chat import ChatTemplate, split_at_first_user_turn
 from hearth.protocol.model.grammar import ToolGrammar
+from hearth.protocol.model.relay import TextRelay
 from hearth.protocol.model.runtime import Generation, LlamaRuntime, SessionMemory
 from hearth.protocol.transport.taskgroups import single_error
 from hearth.protocol.wire.messages import ModelInfo
 
 from . import Conversation, GenerationSettings, OnText, ignore_text
-from .streaming import TextRelay
 
 
 class LlamaCppBackend:
@@ -70,7 +69,7 @@ class LlamaCppBackend:
         memory = conv.memory
         assert isinstance(memory, SessionMemory)  # set by `_text_for`
         stop = threading.Event()
-        relay = TextRelay(trio.lowlevel.current_trio_token())
+        relay = TextRelay.here()
 
         def work() -> Generation:
             try:
@@ -104,10 +103,7 @@ class LlamaCppBackend:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(run)
                 tg.start_soon(watch_cancel)
-                async with relay.wakeups:
-                    async for _ in relay.wakeups:
-                        for thought, piece in relay.take():
-                            await (on_thinking if thought else on_text)(piece)
+                await relay.deliver(on_text, on_thinking)
                 tg.cancel_scope.cancel()  # the worker is done; stop the cancel watcher
         conv.consumed = len(conv.messages) + 1  # + the assistant turn the planner appends
         return result[0]

@@ -31,6 +31,7 @@ from typing import Any, Literal, Self
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import AnswerSettings
 
+from .digests import ByDigest
 from .limits import DEFAULT_LIMITS, GrammarLimits
 from .toolcalls import CALL_OPEN, VALUE_END, schema_kinds
 
@@ -462,6 +463,10 @@ def _integer(schema: dict[str, Any]) -> str:
     return f"{sign}{_uint_at_most(bound)}"
 
 
+GRAMMARS_KEPT = 64  # tool grammars kept, by their tools' digest and settings
+_grammars: ByDigest[ToolGrammar] = ByDigest(GRAMMARS_KEPT)
+
+
 def tool_grammar(
     tools: dict[str, dict[str, Any]],
     mode: Mode = "auto",
@@ -471,9 +476,23 @@ def tool_grammar(
 ) -> ToolGrammar | None:
     """The grammar for one round: lazy (`auto`), calls only (`required`), or none (`none`,
     or no tools: prose is free). `max_value_chars` (a request's limit) caps string
-    values beyond their schemas. Raises `invalid_input` for schemas beyond `limits`."""
+    values beyond their schemas. Raises `invalid_input` for schemas beyond `limits`.
+    Built once for the same tools and settings (they come with every request)."""
     if mode == "none" or not tools:
         return None
+    settings = (mode, max_calls, limits, max_value_chars)
+    return _grammars.get(
+        tools, settings, lambda: _tool_grammar(tools, mode, max_calls, limits, max_value_chars)
+    )
+
+
+def _tool_grammar(
+    tools: dict[str, dict[str, Any]],
+    mode: Mode,
+    max_calls: int,
+    limits: GrammarLimits,
+    max_value_chars: int | None,
+) -> ToolGrammar:
     if len(tools) > limits.max_tools:
         raise HearthError(ErrorCode.INVALID_INPUT, f"more than {limits.max_tools} tools")
     b = _Builder(limits, max_value_chars)

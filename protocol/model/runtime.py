@@ -15,6 +15,7 @@ import ctypes
 import functools
 import math
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -91,7 +92,7 @@ class LlamaRuntime:
         self.n_ctx = self.llm.n_ctx()
         self.chat_template = meta.get("tokenizer.chat_template", "")
         self.recommended = Sampling.from_gguf(meta)  # the model card's own settings, if any
-        self._owner: SessionMemory | None = None
+        self._owner: weakref.ref[SessionMemory] | None = None  # a dropped session: gone
         self._prefixes: OrderedDict[str, tuple[list[int], bytes]] = OrderedDict()
         self._token_bytes: list[bytes] | None = None
         self._utf8_shapes: Utf8Shapes | None = None
@@ -163,7 +164,7 @@ class LlamaRuntime:
             finally:
                 sampler.close()
                 memory.tokens = memory.tokens + loop.evaluated
-                self._owner = memory
+                self._owner = weakref.ref(memory)
             return Generation(
                 answer,
                 loop.produced,
@@ -246,18 +247,21 @@ class LlamaRuntime:
         """Give the context to `memory`'s session, snapshotting the session that held it.
 
         Snapshots are taken only when sessions take turns, and hold the sequence's
-        state alone (not llama-cpp-python's logits buffer, which is n_batch x n_vocab).
+        state alone (not llama-cpp-python's logits buffer, which is n_batch x n_vocab);
+        none of a session nobody holds any more (it cannot come back: the phone's rounds,
+        a plan session that ended).
         """
-        if self._owner is memory and self.llm.n_tokens == len(memory.tokens):
+        owner = self._owner() if self._owner is not None else None
+        if owner is memory and self.llm.n_tokens == len(memory.tokens):
             return  # the context already holds this session
-        if self._owner is not None and self._owner.tokens:
-            self._owner.snapshot = self._save_seq()
+        if owner is not None and owner.tokens:
+            owner.snapshot = self._save_seq()
         if memory.snapshot is not None:
             self._load_seq(memory.snapshot, memory.tokens)
         else:
             self.llm.reset()
             self.llm._ctx.kv_cache_seq_rm(-1, 0, -1)
-        self._owner = memory
+        self._owner = weakref.ref(memory)
 
 
 class _OneToken:

@@ -39,6 +39,7 @@ from referencing.jsonschema import DRAFT202012
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
+from .digests import ByDigest
 from .limits import DEFAULT_LIMITS, ModelLimits
 from .toolcalls import ModelOutputError, ToolCall, json_depth
 
@@ -191,10 +192,26 @@ def _unusable_number(value: Any) -> bool:
     return False
 
 
+SCHEMA_SETS_KEPT = 64  # sets of tool schemas known to pass `check_schemas`
+_passed: ByDigest[bool] = ByDigest(SCHEMA_SETS_KEPT)
+
+
 def check_schemas(schemas: dict[str, dict[str, Any]], limits: ModelLimits = DEFAULT_LIMITS) -> None:
     """Refuse tool schemas that are not valid JSON Schema, are too big or too deep, hold
     a number beyond 64 bits or a regular expression RE2 cannot run, or whose `$ref`s
-    expand past `ValidationLimits.max_expanded_nodes` (`invalid_input`)."""
+    expand past `ValidationLimits.max_expanded_nodes` (`invalid_input`).
+
+    The checks depend on the schemas and the limits alone: a set that passed is known
+    by its digest and not checked again (the same tools come with every request)."""
+
+    def check() -> bool:
+        _check_schemas(schemas, limits)
+        return True
+
+    _passed.get(schemas, limits, check)
+
+
+def _check_schemas(schemas: dict[str, dict[str, Any]], limits: ModelLimits) -> None:
     grammar, checks = limits.grammar, limits.validation
     program = checks.max_pattern_program  # what compiling is left, for all the tools
     if len(schemas) > grammar.max_tools:
