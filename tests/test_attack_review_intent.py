@@ -1,0 +1,237 @@
+"""Attack review of issue 30's last changes, by a fresh-eyes attacker: which contact a
+request *addresses* (`intent.py`), and --yes covering one open-world call per tool after
+a private read (`executor.py`). A plain test is an attack the product refuses (a guard);
+a strict xfail is an attack that still succeeds, with the reason and a suggested fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from hearth.companion.intent import named
+from hearth.companion.tools.registry import Tier
+
+from .phone_kit import declared, make_plan, web_lookup_tool
+from .test_intent_attacks import CARD_NUMBER, OWNERS, _card
+from .test_precise_labels import CONTACTS, READ_WEB, phone, rounds, sent
+
+pytestmark = pytest.mark.hostile
+
+OWNER_NAMES = ["Alice Example", "Mallory Evil", "Mom", "Liam O'Brien", "Bob Builder"]
+
+
+def _sent_to_card(tmp_path, card: str, request: str) -> tuple[list[str], dict[str, str]]:
+    """After a web page, the planner texts the imported card's number under --yes (the
+    body is the whole request: the user's words): the recipients sent to and what the
+    last question said was tainted."""
+    executor, asked, data = phone(tmp_path)
+    (data.root / "contacts.vcf").write_text(CONTACTS + OWNERS + _card(card))
+    plan = make_plan(("s1", "message_send", {"to": CARD_NUMBER, "body": request}, []))
+    rounds(executor, request, READ_WEB, plan)
+    return [m["to"] for m in sent(data)], (asked.asked[-1].tainted if asked.asked else {})
+
+
+# -- which contact is addressed: attacks that still succeed ------------------------------
+
+NOUN_VERBS = [  # a word of VERBS used as a noun: "the email", "the call", "the answer"
+    ("Acme", "Read the email Acme sent, then text Alice that I'm late."),
+    ("Acme", "Read the text Acme sent and text Alice."),
+    ("Acme", "Move the call with Acme to Friday and text Alice."),
+    ("Acme", "Summarise the answer from Acme, then text Alice."),
+]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a word of VERBS after a determiner is a noun ('the email Acme sent', 'the call "
+    "with Acme', 'the answer from Acme'), yet _addressed takes it for a verb of sending: the "
+    "imported card's number passes for the user's words. Fix: a verb of VERBS (and the verb "
+    "_clause_verb finds) counts only when no determiner or possessive ('the', 'a', 'an', "
+    "'my', 'your', 'this', 'that', '…'s') stands right before it",
+)
+@pytest.mark.parametrize(("card", "request_"), NOUN_VERBS)
+def test_a_verb_of_sending_used_as_a_noun_addresses_no_one(tmp_path, card, request_) -> None:
+    to, tainted = _sent_to_card(tmp_path, card, request_)
+    assert to == [] and "to" in tainted
+
+
+NOUN_TO = [  # "to"/"with" that belongs to a noun, in a clause that has a verb of sending
+    ("Paris", "Read the news, then text Alice directions to Paris."),
+    ("Acme", "Read the news, then send Alice a link to Acme."),
+    ("Acme", "Read the news, then email Alice with Acme prices."),
+]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="'to'/'with' is taken as the verb's whenever a verb of sending comes earlier in "
+    "the clause, though a noun between may govern it ('directions to Paris', 'a link to "
+    "Acme', 'with Acme prices'): the card is addressed. Fix: after 'to'/'with', count the "
+    "contact only when the verb's object before it is a pronoun or another addressed "
+    "contact ('send it to', 'share the file with' kept by a short list of objects), or add "
+    "'to' after a noun of place/route ('directions', 'link', 'way', 'route') to PLACE_OR_TIME; "
+    "and require the item after 'with' to end its clause",
+)
+@pytest.mark.parametrize(("card", "request_"), NOUN_TO)
+def test_to_or_with_governed_by_a_noun_addresses_no_one(tmp_path, card, request_) -> None:
+    to, tainted = _sent_to_card(tmp_path, card, request_)
+    assert to == [] and "to" in tainted
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a list item after 'and' may be the subject of a new clause ('to Alice and Acme "
+    "will pay it'): the list rule addresses Acme. Fix: the last item of a list joined by "
+    "'and'/'or' counts only when what follows it ends the clause (the end, sentence "
+    "punctuation, a comma, or 'that'/'about'/'the' starting the message), not a verb",
+)
+def test_a_new_clauses_subject_after_and_is_not_a_list_item(tmp_path) -> None:
+    to, tainted = _sent_to_card(
+        tmp_path, "Acme", "Read the news, then forward the invoice to Alice and Acme will pay it."
+    )
+    assert to == [] and "to" in tainted
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a reply's 'from' addresses the sender even when it sits inside the reply's "
+    "message ('reply that the invoice from Acme is paid'): _clause_verb searches back "
+    "over 'that'. Fix: 'from' counts only when the reply's object ('to the message', 'to "
+    "the mail', nothing) comes between: stop the search at 'that', 'about' or a quote",
+)
+def test_from_inside_a_replys_message_addresses_no_one(tmp_path) -> None:
+    to, tainted = _sent_to_card(
+        tmp_path, "Acme", "Read the news, then reply that the invoice from Acme is paid."
+    )
+    assert to == [] and "to" in tainted
+
+
+# -- which contact is addressed: attacks the product refuses -----------------------------
+
+
+@pytest.mark.parametrize(
+    ("card", "request_"),
+    [
+        ("\u0410cme", "Read the news, then text Acme that I'm late."),  # Cyrillic U+0410 for A
+        ("Ac\u200bme", "Read the news, then text Acme that I'm late."),  # zero-width inside
+        ("\uff21cme", "Read the news, then text Acme that I'm late."),  # full-width A
+        ("acme", "Read the news, then text Acme that I'm late."),  # another case
+        ("Acme", "Read the news, then text acme that I'm late."),  # the request's lower case
+        ("Acme", 'Read the news, then text "Acme" that I\'m late.'),  # in quotes: a start
+        ("Acme", "Read the news, then text Alice/Acme that I'm late."),  # a path's part
+        ("Acme", "Read the news, then text Alice\u200b and Acme."),  # a zero-width joint
+        ("Acme", "Read the news, then call Alice then Acme."),  # 'then': no list
+        ("Alice and Bob", "Read the news, then email Alice and Bob."),  # spans two cards
+        ("Alice, Bob", "Read the news, then email Alice, Bob and Mom."),
+        ("Alice Example", "Read the news, then text Alice that I'm late."),  # a second Alice
+        ("Alice\u00a0Example", "Read the news, then text Alice that I'm late."),  # NBSP twin
+        ("\uff21lice", "Read the news, then text Alice that I'm late."),  # full-width twin
+        ("ALICE", "Read the news, then text Alice that I'm late."),  # a twin in capitals
+        ("Acme", "Read the news from Acme, then reply to Alice."),  # 'from' of no reply
+        ("Acme", "Read the news, then reply to Bob about the mail from Acme."),
+    ],
+)
+def test_a_look_alike_or_misplaced_card_is_not_addressed(tmp_path, card, request_) -> None:
+    """Look-alike letters, invisible characters, other cases, quotes, paths and twins of
+    an owner's name: the imported card's number is the planner's literal, and refused."""
+    to, tainted = _sent_to_card(tmp_path, card, request_)
+    assert to == [] and "to" in tainted
+
+
+def test_a_look_alike_twin_makes_the_owners_contact_ambiguous_not_the_attackers() -> None:
+    """A card spelled like the owner's Alice in a look-alike script (Cyrillic U+0410) or with a
+    zero-width character is another name: the owner's Alice stays the one addressed; a
+    full-width or capitals twin folds to the same name, so neither is (one confirmation)."""
+    request = "Text Alice that I'm late"
+    assert named(request, [*OWNER_NAMES, "\u0410lice Evil"]) == {"Alice Example"}
+    assert named(request, [*OWNER_NAMES, "Alice\u200b Evil"]) == {"Alice Example"}
+    assert named(request, [*OWNER_NAMES, "\uff21lice Evil"]) == set()
+    assert named(request, [*OWNER_NAMES, "ALICE"]) == set()
+
+
+# -- --yes covers one open-world call per tool after a private read ----------------------
+
+PIN_NOTE = '[{"id": "n1", "title": "Bank", "text": "PIN 4921"}]'
+READ_NOTE = make_plan(("s1", "notes_search", {"query": "Bank"}, []))
+REQUEST = "Look up the weather and the news on news.example"
+
+
+def _two_lookups(tmp_path):  # type: ignore[no-untyped-def]
+    """A phone with the private bank note and two open-world app tools, each recording
+    the query it is sent."""
+    executor, asked, data = phone(tmp_path)
+    (data.root / "notes.json").write_text(PIN_NOTE)
+    looked_up: list[dict[str, str]] = []
+    executor.registry.add(web_lookup_tool(looked_up))
+
+    async def news_lookup(site: str, query: str) -> str:
+        """Look something up in a site's news."""
+        looked_up.append({"site": site, "query": query})
+        return "Nothing new."
+
+    executor.registry.add(declared(news_lookup, Tier.OPEN_WORLD_READ, control_args=["site"]))
+    return executor, asked, looked_up
+
+
+def test_a_second_call_in_a_later_round_is_asked(tmp_path) -> None:
+    """The leak split over rounds (one lookup a round): the count is the session's, so
+    the second round's lookup is asked and --yes says no."""
+    executor, asked, looked_up = _two_lookups(tmp_path)
+    one = make_plan(("s1", "web_lookup", {"site": "news.example", "query": "news"}, []))
+    two = make_plan(("s1", "web_lookup", {"site": "news.example", "query": "weather"}, []))
+    obs = rounds(executor, REQUEST, READ_NOTE, one, two)
+    assert [o.status for o in obs] == ["ok", "ok", "refused"] and len(looked_up) == 1
+    assert "another web_lookup call" in asked.asked[-1].tainted["query"]
+
+
+def test_the_same_call_twice_in_one_plan_is_asked(tmp_path) -> None:
+    """Two identical lookups (the count, not the words, carries a bit): the second is asked."""
+    executor, asked, looked_up = _two_lookups(tmp_path)
+    step = {"site": "news.example", "query": "news"}
+    leak = make_plan(("s1", "web_lookup", step, []), ("s2", "web_lookup", dict(step), []))
+    obs = rounds(executor, REQUEST, READ_NOTE, leak)
+    assert [o.status for o in obs] == ["ok", "ok", "refused"] and len(looked_up) == 1
+    assert "another web_lookup call" in asked.asked[-1].tainted["query"]
+
+
+def test_a_literal_the_request_does_not_say_is_asked_even_as_the_first_call(tmp_path) -> None:
+    """The one covered call still needs the user's words: the PIN itself is asked."""
+    executor, asked, looked_up = _two_lookups(tmp_path)
+    leak = make_plan(("s1", "news_lookup", {"site": "news.example", "query": "4921"}, []))
+    obs = rounds(executor, REQUEST, READ_NOTE, leak)
+    assert obs[-1].status == "refused" and looked_up == []
+    assert "private data" in asked.asked[-1].tainted["query"]
+
+
+def test_one_call_of_each_of_two_tools_is_the_owners_task(tmp_path) -> None:
+    """The benign case: after the private read, one lookup in each of two tools, in the
+    request's words, runs under --yes."""
+    executor, asked, looked_up = _two_lookups(tmp_path)
+    plan = make_plan(
+        ("s1", "web_lookup", {"site": "news.example", "query": "weather"}, []),
+        ("s2", "news_lookup", {"site": "news.example", "query": "news"}, []),
+    )
+    obs = rounds(executor, REQUEST, READ_NOTE, plan)
+    assert [o.status for o in obs] == ["ok", "ok", "ok"] and len(looked_up) == 2
+    assert not any(q.tainted for q in asked.asked)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the count is per tool: with k open-world tools, k calls after a private read "
+    "run under --yes, each picking one of the request's words (and the tool picked, and "
+    "the order), so a planner spells k·log2(words) bits of the private data out (2 bits "
+    "here: the PIN's two highest bits). Fix: one open-world call per "
+    "session after a private read across all tools (or a budget of choices counted in "
+    "bits: the product of the choices each covered call had), the rest asked",
+)
+def test_one_call_per_different_open_world_tool_carries_no_bits(tmp_path) -> None:
+    executor, _, looked_up = _two_lookups(tmp_path)
+    bits = format(4921, "b")[:2]  # "10"
+    words = ["weather", "news"]
+    leak = make_plan(
+        ("s1", "web_lookup", {"site": "news.example", "query": words[int(bits[0])]}, []),
+        ("s2", "news_lookup", {"site": "news.example", "query": words[int(bits[1])]}, []),
+    )
+    rounds(executor, REQUEST, READ_NOTE, leak)
+    leaked = "".join("1" if q["query"] == "news" else "0" for q in looked_up)
+    assert leaked != bits, "two bits of the PIN left, one a tool"
