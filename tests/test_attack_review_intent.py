@@ -5,12 +5,18 @@ a strict xfail is an attack that still succeeds, with the reason and a suggested
 
 from __future__ import annotations
 
+import json
+import sys
+import time
+from pathlib import Path
+
 import pytest
+import trio
 
 from hearth.companion.intent import named
 from hearth.companion.tools.registry import Tier
 
-from .phone_kit import declared, make_plan, web_lookup_tool
+from .phone_kit import declared, make_executor, make_plan, web_lookup_tool
 from .test_intent_attacks import CARD_NUMBER, OWNERS, _card
 from .test_precise_labels import CONTACTS, READ_WEB, phone, rounds, sent
 
@@ -235,3 +241,76 @@ def test_one_call_per_different_open_world_tool_carries_no_bits(tmp_path) -> Non
     rounds(executor, REQUEST, READ_NOTE, leak)
     leaked = "".join("1" if q["query"] == "news" else "0" for q in looked_up)
     assert leaked != bits, "two bits of the PIN left, one a tool"
+
+
+CRASHING_PHONE = """
+import json, sys, time
+from pathlib import Path
+from hearth.companion.tools.registry import Tier
+from tests.phone_kit import declared, make_plan
+from tests.test_attack_review_intent import PIN_NOTE, READ_NOTE, REQUEST
+from tests.test_precise_labels import phone, rounds
+
+home = Path(sys.argv[1])
+executor, _, data = phone(home)
+(data.root / "notes.json").write_text(PIN_NOTE)
+log = home / "looked_up.jsonl"
+
+async def web_lookup(site: str, query: str) -> str:
+    \"\"\"Look something up on a web site.\"\"\"
+    with log.open("a") as f:
+        f.write(json.dumps({"tool": "web_lookup", "query": query}) + "\\n")
+    return "Sunny."
+
+async def news_lookup(site: str, query: str) -> str:
+    \"\"\"Look something up in a site's news.\"\"\"
+    (home / "blocked").write_text("")
+    time.sleep(3600)  # killed here, mid-step
+    return "Nothing new."
+
+executor.registry.add(declared(web_lookup, Tier.OPEN_WORLD_READ, control_args=["site"]))
+executor.registry.add(declared(news_lookup, Tier.OPEN_WORLD_READ, control_args=["site"]))
+rounds(executor, REQUEST, READ_NOTE, make_plan(*json.loads(sys.argv[2])))
+"""
+
+
+def test_a_crash_between_calls_does_not_reset_the_count(tmp_path, processes) -> None:
+    """The count of open-world calls is not journaled: a phone killed mid-plan after one
+    covered lookup resumes with none counted. The resumed session has lost the request
+    too, so nothing the planner wrote passes for the user's words: the second web_lookup
+    (and the rerun of the step caught mid-run) is still asked, and --yes says no."""
+    home = tmp_path / "phone"
+    home.mkdir()
+    steps = [
+        ("s1", "web_lookup", {"site": "news.example", "query": "news"}, []),
+        ("s2", "news_lookup", {"site": "news.example", "query": "weather"}, []),
+        ("s3", "web_lookup", {"site": "news.example", "query": "news"}, []),
+    ]
+    root = Path(__file__).resolve().parent.parent
+    proc = processes.spawn(
+        sys.executable, "-c", CRASHING_PHONE, str(home), json.dumps(steps), cwd=root
+    )
+    while not (home / "blocked").exists():
+        assert proc.poll() is None, "the phone ended before its crash"
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait(timeout=30)
+
+    executor, asked, _ = make_executor(home)
+    looked_up: list[dict[str, str]] = []
+    executor.registry.add(web_lookup_tool(looked_up))
+    news: list[dict[str, str]] = []
+
+    async def news_lookup(site: str, query: str) -> str:
+        """Look something up in a site's news."""
+        news.append({"site": site, "query": query})
+        return "Nothing new."
+
+    executor.registry.add(declared(news_lookup, Tier.OPEN_WORLD_READ, control_args=["site"]))
+    trio.run(executor.resume)
+    before = (home / "looked_up.jsonl").read_text().splitlines()
+    assert [json.loads(line)["query"] for line in before] == ["news"]
+    assert looked_up == [] and news == []
+    # the step caught mid-run and the second web_lookup: both asked, --yes said no
+    assert [q.tool for q in asked.asked] == ["news_lookup", "web_lookup"]
+    assert all("private data" in q.tainted["query"] for q in asked.asked)
