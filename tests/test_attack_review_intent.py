@@ -43,6 +43,9 @@ NOUN_VERBS = [  # a word of VERBS used as a noun: "the email", "the call", "the 
     ("Acme", "Read the text Acme sent and text Alice."),
     ("Acme", "Move the call with Acme to Friday and text Alice."),
     ("Acme", "Summarise the answer from Acme, then text Alice."),
+    ("Acme", "Read the reply from Acme and text Alice."),
+    ("Acme", "Check the message Acme sent, then text Alice."),
+    ("Acme", "Read the news, then text Alice the invite Acme sent."),
 ]
 
 
@@ -64,6 +67,8 @@ NOUN_TO = [  # "to"/"with" that belongs to a noun, in a clause that has a verb o
     ("Paris", "Read the news, then text Alice directions to Paris."),
     ("Acme", "Read the news, then send Alice a link to Acme."),
     ("Acme", "Read the news, then email Alice with Acme prices."),
+    ("Paris", "Read the news, then text Alice the way to Paris."),
+    ("Acme", "Read the news, then text Alice the number to call Acme."),  # an infinitive's
 ]
 
 
@@ -90,10 +95,16 @@ def test_to_or_with_governed_by_a_noun_addresses_no_one(tmp_path, card, request_
     "'and'/'or' counts only when what follows it ends the clause (the end, sentence "
     "punctuation, a comma, or 'that'/'about'/'the' starting the message), not a verb",
 )
-def test_a_new_clauses_subject_after_and_is_not_a_list_item(tmp_path) -> None:
-    to, tainted = _sent_to_card(
-        tmp_path, "Acme", "Read the news, then forward the invoice to Alice and Acme will pay it."
-    )
+@pytest.mark.parametrize(
+    ("card", "request_"),
+    [
+        ("Acme", "Read the news, then forward the invoice to Alice and Acme will pay it."),
+        ("Acme", "Read the news, then share the photos with Alice and Acme will print them."),
+        ("Paris", "Read the news, then send the note to Alice or Paris will do."),
+    ],
+)
+def test_a_new_clauses_subject_after_and_is_not_a_list_item(tmp_path, card, request_) -> None:
+    to, tainted = _sent_to_card(tmp_path, card, request_)
     assert to == [] and "to" in tainted
 
 
@@ -134,6 +145,11 @@ def test_from_inside_a_replys_message_addresses_no_one(tmp_path) -> None:
         ("ALICE", "Read the news, then text Alice that I'm late."),  # a twin in capitals
         ("Acme", "Read the news from Acme, then reply to Alice."),  # 'from' of no reply
         ("Acme", "Read the news, then reply to Bob about the mail from Acme."),
+        ("Acme", "Read the news, then text Alice\nAcme"),  # a line's start
+        ("Acme", "Read the news, then email Alice about Acme and Bob."),  # a topic's list
+        ("Acme", "Read the news, then tell Alice & Acme's team."),  # a possessive item
+        ("Acme", "Read the news, then text Alice what the mail from Acme says."),
+        ("Acme", "Read the news, then forward Alice the DM Acme sent."),  # a run of capitals
     ],
 )
 def test_a_look_alike_or_misplaced_card_is_not_addressed(tmp_path, card, request_) -> None:
