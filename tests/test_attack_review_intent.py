@@ -18,7 +18,7 @@ from hearth.companion.tools.registry import Tier
 
 from .phone_kit import declared, make_executor, make_plan, web_lookup_tool
 from .test_intent_attacks import CARD_NUMBER, OWNERS, _card
-from .test_precise_labels import CONTACTS, READ_WEB, phone, rounds, sent
+from .test_precise_labels import ALICE, CONTACTS, READ_WEB, phone, rounds, sent
 
 pytestmark = pytest.mark.hostile
 
@@ -330,3 +330,38 @@ def test_a_crash_between_calls_does_not_reset_the_count(tmp_path, processes) -> 
     # the step caught mid-run and the second web_lookup: both asked, --yes said no
     assert [q.tool for q in asked.asked] == ["news_lookup", "web_lookup"]
     assert all("private data" in q.tainted["query"] for q in asked.asked)
+
+
+def test_a_lookup_planned_before_the_read_cannot_carry_the_note_by_ref(tmp_path) -> None:
+    """A plan written before anything was read (so no count, no taint yet) that feeds
+    the private note's text into a web lookup by a `$ref`: the value carries the
+    note's private label, and it does not leave."""
+    executor, _, looked_up = _two_lookups(tmp_path)
+    plan = make_plan(
+        ("s1", "notes_search", {"query": "Bank"}, []),
+        (
+            "s2",
+            "web_lookup",
+            {"site": "news.example", "query": {"$ref": "s1.result.0.text"}},
+            ["s1"],
+        ),
+    )
+    obs = rounds(executor, "Look up my Bank note on news.example", plan)
+    assert [o.status for o in obs] == ["ok", "refused"] and looked_up == []
+    assert "private values off the phone" in (obs[-1].error or "")
+
+
+def test_a_second_message_after_a_private_read_is_asked(tmp_path) -> None:
+    """The builtin message_send is open-world: two texts to Alice, each body one of the
+    request's words ("late" or "early" for a bit each), after the bank note: the
+    second is asked, and --yes says no."""
+    executor, asked, data = phone(tmp_path)
+    (data.root / "notes.json").write_text(PIN_NOTE)
+    two = make_plan(
+        ("s1", "message_send", {"to": ALICE, "body": "late"}, []),
+        ("s2", "message_send", {"to": ALICE, "body": "early"}, []),
+    )
+    obs = rounds(executor, "Read my Bank note, then text Alice late or early", READ_NOTE, two)
+    assert [o.status for o in obs] == ["ok", "ok", "refused"]
+    assert [m["body"] for m in sent(data)] == ["late"]
+    assert "another message_send call" in asked.asked[-1].tainted["body"]
