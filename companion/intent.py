@@ -65,14 +65,17 @@ is a topic, so is "Alice's number") is addressed when, within its sentence (no `
 before a space, no line break between), the word right before it is
 
 - a verb of sending or speaking in `VERBS` ("text Alice", "call Mom", "email Bob",
-  "tell", "ask", "invite", "share", "send", "forward", "reply", "pay", …); or
+  "tell", "ask", "invite", "share", "send", "forward", "reply", "pay", …), used as a
+  verb: not right after a determiner ("the", "a", "my", "this", … in `DETERMINERS`) or
+  a possessive, where it is a noun ("the email Acme sent", "the call with Acme"); or
 - "to", "with", "cc" or "bcc", with such a verb earlier in the same clause (no comma,
   "and", "or", "then" or "but" between): "send it to Bob", "share the file with Alice",
   but not "go to Acme", "compare it with Acme", "send the notes and the report to Bob"
   (a clause that starts at "and": one confirmation); or
 - "from", with "reply", "answer" or "respond" earlier in the same clause and no other
-  capitalised word between ("reply to the last message from Alice"; not "read the news
-  from Acme", nor "reply to Bob with the news from Acme");
+  capitalised word, nor "that", "about" or "saying", between ("reply to the last message
+  from Alice"; not "read the news from Acme", "reply to Bob with the news from Acme" or
+  "reply that the invoice from Acme is paid");
 
 or the occurrence is an item of a list whose first item is so addressed: items are runs
 of capitalised words, separated by "and", "or", "&" or a comma ("email Alice and Bob",
@@ -290,7 +293,12 @@ SENDING = (  # a contact right after one of these is addressed
     "remind invite contact reply answer respond write send forward share cc bcc thank dm pay"
 )
 VERBS = frozenset(SENDING.split())
+NOUN_MARKERS = (  # before a word of VERBS, it is a noun: "the email Acme sent"
+    "the a an my your his her its our their this that these those every each any no"
+)
+DETERMINERS = frozenset(NOUN_MARKERS.split())
 REPLIES = frozenset(["reply", "answer", "respond"])  # their "from X" is the addressee
+MESSAGE_STARTS = frozenset(["that", "about", "saying"])  # a reply's message: not its "from"
 TOWARD = frozenset(["to", "with", "cc", "bcc"])  # addresses, after a verb of VERBS
 CONNECTORS = frozenset(["and", "or"])  # between the items of a list
 CLAUSE_BREAKS = frozenset(["and", "or", "then", "but"])  # a new clause may start here
@@ -303,18 +311,30 @@ def _breaks(gap: str) -> bool:
     return BREAK.search(gap) is not None or bool(LINE_BREAKS & set(gap))
 
 
+def _verb(text: str, ws: list[Word], k: int, verbs: frozenset[str]) -> bool:
+    """Whether word `k` is a word of `verbs` used as a verb: not right after a determiner
+    or a possessive in its sentence ("the email Acme sent", "Bob's call with Acme")."""
+    if ws[k].text.casefold() not in verbs:
+        return False
+    if k == 0 or _breaks(text[ws[k - 1].end : ws[k].start]):
+        return True
+    before = ws[k - 1].text
+    return before.casefold() not in DETERMINERS and not before.endswith(("'s", "\u2019s"))
+
+
 def _clause_verb(text: str, ws: list[Word], at: int, verbs: frozenset[str]) -> bool:
     """Whether a word of `verbs` comes before word `at` in its clause: back to a sentence's
     end, a comma or a word of `CLAUSE_BREAKS`. For the replies' "from", another
-    capitalised word between (another party) ends the search too."""
+    capitalised word between (another party) ends the search too, and so does the start of
+    the reply's message ("reply that the invoice from Acme is paid")."""
     for m in range(at - 1, -1, -1):
         gap = text[ws[m].end : ws[m + 1].start]
         word = ws[m].text.casefold()
         if _breaks(gap) or "," in gap or word in CLAUSE_BREAKS:
             return False
-        if word in verbs:
+        if _verb(text, ws, m, verbs):  # "send the email to Bob": "send", not "email"
             return True
-        if verbs is REPLIES and _capital(ws[m].text):
+        if verbs is REPLIES and (_capital(ws[m].text) or word in MESSAGE_STARTS):
             return False
     return False
 
@@ -358,7 +378,7 @@ def _addressed(text: str, ws: list[Word], start: int, end: int) -> bool:
             return False
         if not gap.strip():
             if word in VERBS:
-                return True
+                return _verb(text, ws, i - 1, VERBS)
             if word in TOWARD:
                 return _clause_verb(text, ws, i - 1, VERBS)
             if word == "from":

@@ -49,16 +49,10 @@ NOUN_VERBS = [  # a word of VERBS used as a noun: "the email", "the call", "the 
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a word of VERBS after a determiner is a noun ('the email Acme sent', 'the call "
-    "with Acme', 'the answer from Acme'), yet _addressed takes it for a verb of sending: the "
-    "imported card's number passes for the user's words. Fix: a verb of VERBS (and the verb "
-    "_clause_verb finds) counts only when no determiner or possessive ('the', 'a', 'an', "
-    "'my', 'your', 'this', 'that', '…'s') stands right before it",
-)
 @pytest.mark.parametrize(("card", "request_"), NOUN_VERBS)
 def test_a_verb_of_sending_used_as_a_noun_addresses_no_one(tmp_path, card, request_) -> None:
+    """A word of VERBS after a determiner is a noun: it addresses no one (attacks that
+    succeeded before the determiner rule)."""
     to, tainted = _sent_to_card(tmp_path, card, request_)
     assert to == [] and "to" in tainted
 
@@ -108,13 +102,6 @@ def test_a_new_clauses_subject_after_and_is_not_a_list_item(tmp_path, card, requ
     assert to == [] and "to" in tainted
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a reply's 'from' addresses the sender even when it sits inside the reply's "
-    "message ('reply that the invoice from Acme is paid'): _clause_verb searches back "
-    "over 'that'. Fix: 'from' counts only when the reply's object ('to the message', 'to "
-    "the mail', nothing) comes between: stop the search at 'that', 'about' or a quote",
-)
 def test_from_inside_a_replys_message_addresses_no_one(tmp_path) -> None:
     to, tainted = _sent_to_card(
         tmp_path, "Acme", "Read the news, then reply that the invoice from Acme is paid."
