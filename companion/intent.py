@@ -80,7 +80,10 @@ before a space, no line break between), the word right before it is
 or the occurrence is an item of a list whose first item is so addressed: items are runs
 of capitalised words, separated by "and", "or", "&" or a comma ("email Alice and Bob",
 "text Alice, Bob, and Mom"); an item after a comma alone must be followed by another
-(", " or "and"/"or"), so "tell Alice, Acme closed early" does not address Acme. Anything
+(", " or "and"/"or"), so "tell Alice, Acme closed early" does not address Acme; and a
+later item must end the list: the text, its sentence or clause ends after it, or the
+message starts ("that", "about", a determiner), so in "forward it to Alice and Acme
+will pay it" Acme starts a new clause and is not addressed. Anything
 else (a source, "from Acme"; a topic, "about Acme", "the Acme report"; a place; a
 possessive) names no recipient: the card's entries count only for the contacts the
 request addresses. A contact addressed in words these rules miss ("let Alice know",
@@ -347,6 +350,19 @@ def _list_goes_on(text: str, ws: list[Word], last: int) -> bool:
     return gap == "," or (gap == "" and ws[last + 1].text.casefold() in CONNECTORS)
 
 
+def _item_ends(text: str, ws: list[Word], last: int) -> bool:
+    """Whether a later list item ending at word `last` ends the list there: the text ends,
+    a sentence, a comma, a colon or another item follows, or the message starts ("that",
+    "about", "the", …); not a verb ("and Acme will pay it": a new clause's subject)."""
+    if last + 1 >= len(ws):
+        return True
+    gap = text[ws[last].end : ws[last + 1].start]
+    after = ws[last + 1].text.casefold()
+    if _breaks(gap) or any(mark in gap for mark in ",:;"):
+        return True
+    return after in CLAUSE_BREAKS | MESSAGE_STARTS | DETERMINERS
+
+
 def _item_start(ws: list[Word], text: str, j: int) -> int | None:
     """The first word of the list item (a run of capitalised words) that ends at word `j`,
     or None if that is no such item."""
@@ -377,6 +393,8 @@ def _addressed(text: str, ws: list[Word], start: int, end: int) -> bool:
         if _breaks(gap):
             return False
         if not gap.strip():
+            if word in VERBS | TOWARD | {"from"} and i != first and not _item_ends(text, ws, last):
+                return False  # "to Alice and Acme will pay it": Acme starts a new clause
             if word in VERBS:
                 return _verb(text, ws, i - 1, VERBS)
             if word in TOWARD:

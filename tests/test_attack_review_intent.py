@@ -82,13 +82,6 @@ def test_to_or_with_governed_by_a_noun_addresses_no_one(tmp_path, card, request_
     assert to == [] and "to" in tainted
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a list item after 'and' may be the subject of a new clause ('to Alice and Acme "
-    "will pay it'): the list rule addresses Acme. Fix: the last item of a list joined by "
-    "'and'/'or' counts only when what follows it ends the clause (the end, sentence "
-    "punctuation, a comma, or 'that'/'about'/'the' starting the message), not a verb",
-)
 @pytest.mark.parametrize(
     ("card", "request_"),
     [

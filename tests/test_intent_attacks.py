@@ -126,6 +126,8 @@ def test_a_contact_named_by_the_request_still_sends_under_yes(tmp_path) -> None:
         "Read the page and share it with Alice: running late.",
         "Read the page, then send the message to Alice: running late.",  # "message": a noun
         "Read the page, then reply to the mail from Alice: running late.",
+        "Read the page, then text Bob and Alice that I'm running late.",
+        "Read the page, then email Bob and Alice the notes: running late.",
     ],
 )
 def test_the_contact_a_request_addresses_is_still_its_words(tmp_path, request_) -> None:
