@@ -14,11 +14,14 @@ import trio
 import trio.testing
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from libp2p.custom_types import TProtocol
+from libp2p.io.exceptions import IOException, MessageTooLarge
 from libp2p.io.trio import TrioTCPStream
 from libp2p.protocol_muxer.exceptions import MultiselectClientError
 from libp2p.protocol_muxer.multiselect import Multiselect
 from libp2p.protocol_muxer.multiselect_client import MultiselectClient
 from libp2p.protocol_muxer.multiselect_communicator import MultiselectCommunicator
+from libp2p.utils import encode_delim
+from libp2p.utils.varint import encode_uvarint
 
 from hearth.protocol.transport.host import HearthHost
 from hearth.protocol.transport.multiselect import NotServed, PipelinedListener, PipelinedSelect
@@ -204,3 +207,59 @@ def test_the_listener_refuses_then_accepts_a_later_proposal() -> None:
     assert chosen == CHAT
     refused = partial(select, talk=True, listener_class=PipelinedListener)
     assert isinstance(trio.run(refused, [CHAT], [ECHO])[0], NotServed)
+
+
+def test_an_answer_claiming_a_huge_length_fails_at_once() -> None:
+    """A hostile listener claims a 1 GiB greeting and trickles bytes: the dialer's first
+    read fails with a typed error at once, instead of buffering what the listener sends
+    until the caller's deadline."""
+
+    async def listen(stream: trio.SocketStream) -> None:
+        await stream.send_all(encode_uvarint(1 << 30) + b"x" * 100)
+        await trio.sleep(30)
+
+    async def scenario() -> type[BaseException]:
+        async with trio.open_nursery() as nursery:
+            serve = partial(trio.serve_tcp, host="127.0.0.1")
+            (socket_listener,) = await nursery.start(serve, listen, 0)
+            dialer = TrioTCPStream(
+                await trio.testing.open_stream_to_socket_listener(socket_listener)
+            )
+            await PipelinedSelect().select_one_of([ECHO], MultiselectCommunicator(dialer))
+            await dialer.write(HELLO)
+            with trio.fail_after(10), pytest.raises(IOException) as failed:
+                await dialer.read(len(HELLO))
+            await dialer.close()
+            nursery.cancel_scope.cancel()
+        return failed.type
+
+    assert trio.run(scenario) is MessageTooLarge
+
+
+def test_a_proposal_claiming_a_huge_length_is_refused_at_once() -> None:
+    """The listener's side: a dialer claims a 1 GiB proposal and trickles bytes; the
+    listener fails the negotiation at once instead of buffering until its timeout."""
+    listener = PipelinedListener({ECHO: lambda stream: trio.sleep(0)})
+    failed: list[BaseException] = []
+
+    async def listen(stream: trio.SocketStream) -> None:
+        try:
+            await listener.negotiate(MultiselectCommunicator(TrioTCPStream(stream)))
+        except Exception as exc:  # what the listener made of it, for the test to see
+            failed.append(exc)
+
+    async def scenario() -> None:
+        async with trio.open_nursery() as nursery:
+            serve = partial(trio.serve_tcp, host="127.0.0.1")
+            (socket_listener,) = await nursery.start(serve, listen, 0)
+            dialer = await trio.testing.open_stream_to_socket_listener(socket_listener)
+            greeting = encode_delim(b"/multistream/1.0.0")
+            await dialer.send_all(greeting + encode_uvarint(1 << 30) + b"x" * 100)
+            with trio.fail_after(10):
+                while not failed:
+                    await trio.sleep(0.01)
+            await dialer.aclose()
+            nursery.cancel_scope.cancel()
+
+    trio.run(scenario)
+    assert isinstance(failed[0].__cause__, MessageTooLarge), failed

@@ -49,8 +49,10 @@ from libp2p.protocol_muxer.multiselect_client import (
     is_valid_handshake,
 )
 from libp2p.protocol_muxer.multiselect_communicator import MultiselectCommunicator
-from libp2p.utils import encode_delim, read_delim
-from libp2p.utils.varint import decode_varint_with_size
+from libp2p.utils import encode_delim
+from libp2p.utils.varint import decode_varint_with_size, read_varint_prefixed_bytes_limited
+
+MAX_MESSAGE = 1024  # a multistream message: a protocol id, "na", "ls" or the greeting
 
 
 class NotServed(IOException):
@@ -111,15 +113,24 @@ class Optimistic:
         return rest if rest else await self._read(n)
 
     async def _check_answers(self) -> None:
-        greeting = (await read_delim(self._answers)).decode()
+        greeting = await read_message(self._answers)
         if not is_valid_handshake(greeting):
             raise IOException(f"multiselect greeting mismatch: {greeting!r}")
-        answer = (await read_delim(self._answers)).decode()
+        answer = await read_message(self._answers)
         if answer == PROTOCOL_NOT_FOUND_MSG:
             raise NotServed(self._protocol)
         if answer != self._protocol:
             raise IOException(f"unexpected answer {answer!r} to {self._protocol}")
         self.answered = True
+
+
+async def read_message(reader: Reader) -> str:
+    """One multistream message, bounded: a peer cannot make us buffer a length it claims
+    past `MAX_MESSAGE` (`MessageTooLarge`, an `IOException`)."""
+    data = await read_varint_prefixed_bytes_limited(reader, MAX_MESSAGE)
+    if not data.endswith(b"\n"):
+        raise IOException(f"multiselect message not delimited: {data[:64]!r}")
+    return data[:-1].decode()
 
 
 def unanswered(target: object) -> bool:
@@ -138,7 +149,7 @@ class ReadWriter(Protocol):
 
 class _Arrived(Reader):
     """A peer's multistream messages as they arrive: each fill takes whatever the
-    target has (`read(None)`), and `read(n)` serves up to `n` of it, for `read_delim`."""
+    target has (`read(None)`), and `read(n)` serves up to `n` of it, for `read_message`."""
 
     def __init__(self, read: Callable[[int | None], Awaitable[bytes]]) -> None:
         self._read = read
@@ -195,14 +206,14 @@ class PipelinedListener(Multiselect):
         held = encode_delim(MULTISELECT_PROTOCOL_ID.encode())
         with trio.move_on_after(negotiate_timeout):
             try:
-                greeting = (await read_delim(arrived)).decode()
+                greeting = await read_message(arrived)
                 if not is_valid_handshake(greeting):
                     raise MultiselectError(f"multiselect protocol ID mismatch: {greeting!r}")
                 if not arrived.holds_message():
                     await target.write(held)
                     held = b""
                 while True:
-                    command = (await read_delim(arrived)).decode()
+                    command = await read_message(arrived)
                     protocol = TProtocol(command) if command else None
                     if command != "ls" and protocol in self.handlers:
                         await target.write(held + encode_delim(command.encode()))
