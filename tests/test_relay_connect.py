@@ -332,14 +332,20 @@ async def relayed_reconnect(tmp_path: Path, sockets: PhoneSockets) -> list[tuple
             with sockets.watching():
                 await ask_health(phone, home_id, [circuit], timeout=30)
             for _ in range(3):
-                await phone.disconnect(home_id)
-                await trio.sleep(0.2)
-                sockets.log.clear()
-                with sockets.watching():
-                    await ask_health(phone, home_id, [circuit], timeout=30)
+                await ask_again(phone, home_id, circuit, sockets)
                 assert phone.connected(relay.peer_id)
                 counts.append((sockets.waits(), sockets.log.count("write")))
     return counts
+
+
+async def ask_again(phone: HearthHost, home_id: str, circuit: str, sockets: PhoneSockets) -> None:
+    """Drop the phone's connection to the home (the relay's stays) and ask again through
+    the circuit, the phone's sockets watched from a clear log."""
+    await phone.disconnect(home_id)
+    await trio.sleep(0.2)
+    sockets.log.clear()
+    with sockets.watching():
+        await ask_health(phone, home_id, [circuit], timeout=30)
 
 
 def test_the_handshake_inside_a_circuit_leaves_with_hop_connect(
@@ -369,11 +375,7 @@ async def relayed_rounds(tmp_path: Path, sockets: PhoneSockets) -> tuple[list[in
                     await ask_health(phone, home_id, [circuit], timeout=30)
                 cold.append(sockets.waits())
                 for _ in range(2):
-                    await phone.disconnect(home_id)
-                    await trio.sleep(0.2)
-                    sockets.log.clear()
-                    with sockets.watching():
-                        await ask_health(phone, home_id, [circuit], timeout=30)
+                    await ask_again(phone, home_id, circuit, sockets)
                     kept.append(sockets.waits())
     return kept, cold
 
