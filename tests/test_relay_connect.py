@@ -29,7 +29,7 @@ from hearth.protocol.transport.host import HearthHost, host_for_home
 from hearth.protocol.transport.keys import create_identity, load_identity
 from hearth.protocol.transport.membership import RosterHolder, found_swarm
 from hearth.protocol.transport.probe import lay_out_homes
-from hearth.protocol.transport.relay import Relaying
+from hearth.protocol.transport.relay import CircuitRelay, Relaying
 from hearth.protocol.transport.streams import FrameStream
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.identity import peer_id_of
@@ -348,6 +348,26 @@ async def ask_again(phone: HearthHost, home_id: str, circuit: str, sockets: Phon
         await ask_health(phone, home_id, [circuit], timeout=30)
 
 
+class RelayedChunks:
+    """What the relay forwards through its circuits: one entry per read that returned
+    data, by the peer it came from (a relayed chunk is one such read and its write on)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.sources: list[str] = []
+        read = CircuitRelay._read_stream_with_retry
+
+        async def counted(relay: CircuitRelay, stream: INetStream, *args: object) -> bytes | None:
+            data = await read(relay, stream, *args)
+            if data:
+                self.sources.append(str(stream.muxed_conn.peer_id))
+            return data
+
+        monkeypatch.setattr(CircuitRelay, "_read_stream_with_retry", counted)
+
+    def of(self, peer: str) -> int:
+        return self.sources.count(peer)
+
+
 def test_the_handshake_inside_a_circuit_leaves_with_hop_connect(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -357,27 +377,35 @@ def test_the_handshake_inside_a_circuit_leaves_with_hop_connect(
     A relayed connect so waits one round trip through relay and home fewer: counted on
     the phone's socket, at best 3 switches from writing to reading over a kept relay
     connection (4 before) and 5 with a fresh phone host (6 before)."""
-    sockets = PhoneSockets(monkeypatch)
-    kept, cold = trio.run(relayed_rounds, tmp_path, sockets)
+    kept, cold, _ = trio.run(
+        relayed_rounds, tmp_path, PhoneSockets(monkeypatch), RelayedChunks(monkeypatch)
+    )
     assert min(kept) <= 3, kept
     assert min(cold) <= 5, cold
 
 
-async def relayed_rounds(tmp_path: Path, sockets: PhoneSockets) -> tuple[list[int], list[int]]:
-    kept, cold = [], []
+async def relayed_rounds(
+    tmp_path: Path, sockets: PhoneSockets, chunks: RelayedChunks
+) -> tuple[list[int], list[int], list[tuple[int, int]]]:
+    """Connects with a fresh phone host, then twice over its kept relay connection: the
+    phone's round trips of each (kept, cold), and the chunks the relay forwarded from
+    the phone and from the home on each cold one."""
+    kept, cold, relayed = [], [], []
     async with relayed_home(tmp_path) as (homes, _, circuit):
         home_id = RosterHolder(homes["phone"]).roster.founder
-        for _ in range(3):
+        for _ in range(4):
             phone = host_for_home(homes["phone"]).host
             async with phone.run([]):
                 sockets.log.clear()
+                chunks.sources.clear()
                 with sockets.watching():
                     await ask_health(phone, home_id, [circuit], timeout=30)
                 cold.append(sockets.waits())
+                relayed.append((chunks.of(phone.peer_id), chunks.of(home_id)))
                 for _ in range(2):
                     await ask_again(phone, home_id, circuit, sockets)
                     kept.append(sockets.waits())
-    return kept, cold
+    return kept, cold, relayed
 
 
 def test_a_relay_that_refuses_the_circuit_is_reported_with_the_home_unreachable(
@@ -458,3 +486,25 @@ async def home_refuses(tmp_path: Path) -> None:
             assert not await link.ensure()
             assert link.error is not None and link.error.code is ErrorCode.REFUSED
             assert not link.connected
+
+
+def test_a_relayed_connect_sends_back_to_back_writes_as_one_relayed_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a connection writes back to back leaves as one write once its process waits
+    (`HeldWrites`). Inside the circuit: the phone's last Noise message, muxer proposal,
+    stream opening and request (four relayed chunks before), the home's multistream
+    answer with its Noise message (two), its stream's answer, frame and close (three).
+    On the relay link: the HOP stream's opening with its CONNECT, the relay's answers.
+    Counted at the relay and on the phone's socket, at best over a few connects (a
+    process that stays busy sends what it holds after `HOLD_S`): 2-3 chunks from the
+    phone and 2-3 from the home on a connect with a fresh phone host (6 and 7-8 before),
+    and 2 switches from writing to reading over a kept relay connection (3 before), 4
+    with a fresh phone host (5 before)."""
+    kept, cold, chunks = trio.run(
+        relayed_rounds, tmp_path, PhoneSockets(monkeypatch), RelayedChunks(monkeypatch)
+    )
+    assert min(phone for phone, _ in chunks) <= 3, chunks
+    assert min(home for _, home in chunks) <= 3, chunks
+    assert min(kept) <= 2, kept
+    assert min(cold) <= 4, cold

@@ -15,6 +15,7 @@ upgrade timeout. A dialer checks the listener's header the same way.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -28,6 +29,7 @@ from libp2p.io.exceptions import IOException
 from libp2p.network.connection.exceptions import RawConnError
 from libp2p.network.connection.raw_connection import RawConnection
 
+from .coalesce import HeldWrites
 from .xsalsa20 import NONCE_SIZE, XSalsa20
 
 MULTISTREAM_HEADER = b"\x13/multistream/1.0.0\n"
@@ -44,7 +46,8 @@ class KeyMismatch(RawConnError):
 class StampedConn(RawConnection):
     """A raw connection that records when bytes last arrived (for keepalive). Used as
     is for a connection through a circuit relay: that one already runs inside the
-    relay link's private network, so it gets no second pnet layer.
+    relay link's private network, so it gets no second pnet layer, and its writes
+    are held and sent together (`HeldWrites`): each would be a relayed chunk.
 
     Reads take whatever has arrived (up to `READ_AHEAD`) and serve later reads from
     it: py-libp2p reads a Noise message as its 2-byte length and then its body, and
@@ -56,9 +59,12 @@ class StampedConn(RawConnection):
         self.is_initiator = conn.is_initiator
         self.last_rx = time.monotonic()
         self._pending, self._at = b"", 0  # arrived; read up to `_at`
+        self._held: HeldWrites | None = None  # made by the first write held
 
     async def write(self, data: bytes) -> None:
-        await self._conn.write(data)
+        if self._held is None:
+            self._held = HeldWrites(self._conn.write)
+        await self._held.write(data)
 
     async def read(self, n: int | None = None) -> bytes:
         if self._at >= len(self._pending):
@@ -76,7 +82,12 @@ class StampedConn(RawConnection):
         return data
 
     async def close(self) -> None:
-        await self._conn.close()
+        try:
+            if self._held is not None:
+                with contextlib.suppress(Exception):  # what is held goes before the close
+                    await self._held.flush()
+        finally:  # closed even when cancelled (a host shutting down)
+            await self._conn.close()
 
     def get_remote_address(self) -> tuple[str, int] | None:
         return self._conn.get_remote_address()
@@ -109,6 +120,8 @@ class PnetConn(StampedConn):
             assert self._key is not None
             self._writer = XSalsa20(self._key, self._nonce)
         sealed = self._writer.process(data)
+        if self._reader is not None:  # the peer answered in our key: held like any other
+            return await super().write(sealed)
         if not self._nonce_sent:  # a dialer's nonce goes with its first bytes
             self._nonce_sent = True
             sealed = self._nonce + sealed
