@@ -6,12 +6,15 @@ connect writes several small ones in a row that nothing waits for in between (th
 phone: Noise's last handshake message, the muxer proposal, a stream's opening and
 its request; the home: its multistream answer and Noise's second message, a
 stream's answer, its first frame and its close), each from wherever py-libp2p
-happens to write it.
+happens to write it. On a pnet link each is a socket write and an XSalsa20 call
+on one side, a socket read on the other.
 
 `HeldWrites` keeps what is written and sends it all once every task of the process
 is blocked (waiting for the network, typically for the answer to what was written),
 or `HOLD_S` after the first held write if the process never goes idle: a writer
 that goes on to write more, in the same task or another, adds to the same write.
+Idle is trio's own test of it (`wait_all_tasks_blocked`: no task runnable, no I/O
+ready), public in `trio.testing`.
 """
 
 from __future__ import annotations

@@ -100,7 +100,9 @@ class StampedConn(RawConnection):
 
 
 class PnetConn(StampedConn):
-    """A raw connection encrypted with a swarm key; records when bytes last arrived."""
+    """A raw connection encrypted with a swarm key; records when bytes last arrived.
+    Once the peer has answered in our key, writes are held and sent together, as
+    inside a circuit (before, a failed write is a suspected key mismatch)."""
 
     def __init__(self, conn: IRawConnection, ring: KeyRing) -> None:
         super().__init__(conn)
