@@ -508,3 +508,43 @@ def test_a_relayed_connect_sends_back_to_back_writes_as_one_relayed_chunk(
     assert min(home for _, home in chunks) <= 3, chunks
     assert min(kept) <= 2, kept
     assert min(cold) <= 4, cold
+
+
+def test_what_a_phone_writes_just_before_its_host_stops_reaches_the_home(
+    tmp_path: Path,
+) -> None:
+    """A request and the stream's close, written as the phone's host stops (its trio
+    run ending with it, as a process's would), still reach the home: writes held to
+    leave together are sent as the host stops, not dropped with its tasks."""
+    trio.run(last_words, tmp_path)
+
+
+async def last_words(tmp_path: Path) -> None:
+    homes = lay_out(tmp_path)
+    home = host_for_home(homes["home"]).host
+    heard: list[object] = []
+    ended = trio.Event()
+
+    async def listen(stream: FrameStream) -> None:
+        heard.append(await stream.receive())
+        with contextlib.suppress(HearthError):
+            heard.append(await stream.receive())
+        ended.set()
+
+    home.handle(HEALTH_PROTOCOL, listen)
+
+    def phone_run() -> None:
+        async def phone_main() -> None:
+            phone = host_for_home(homes["phone"]).host
+            async with phone.run([]):
+                stream = await phone.open(home.peer_id, HEALTH_PROTOCOL, home.addrs())
+                await stream.send(HealthRequest())
+                await stream.close()
+
+        trio.run(phone_main)
+
+    async with home.run(LOOPBACK):
+        await trio.to_thread.run_sync(phone_run)
+        with trio.fail_after(20):
+            await ended.wait()
+    assert heard == [HealthRequest()]

@@ -20,6 +20,7 @@ ready), public in `trio.testing`.
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Awaitable, Callable
 
 import trio
@@ -27,6 +28,17 @@ from trio.testing import wait_all_tasks_blocked
 
 HOLD_S = 0.005  # the longest a write is held while the process still has work to run
 FLUSH_AT = 64 * 1024  # held bytes written at once, by the writer itself
+_HOLDING: weakref.WeakSet[HeldWrites] = weakref.WeakSet()  # with a send to come
+
+
+async def send_held() -> None:
+    """Send what every connection of this process holds now (a host stopping: its
+    send tasks would go with the process). Inner connections first fill the relay
+    links they run in, so this goes on until nothing is held."""
+    while _HOLDING:
+        for held in list(_HOLDING):
+            with contextlib.suppress(Exception):
+                await held.flush()
 
 
 class HeldWrites:
@@ -52,6 +64,7 @@ class HeldWrites:
             return
         self._held.append(data)
         self._size += len(data)
+        _HOLDING.add(self)
         if self._size >= FLUSH_AT:
             await self.flush()
         elif not self._scheduled:
@@ -68,6 +81,7 @@ class HeldWrites:
     async def flush(self) -> None:
         """Send what is held now (and wait for it)."""
         async with self._sending:
+            _HOLDING.discard(self)
             if self._error is not None:
                 raise self._error
             if not self._held:

@@ -42,6 +42,7 @@ from hearth.protocol.wire.frames import DEFAULT_MAX_FRAME
 from hearth.protocol.wire.messages import error_frame
 
 from .circuits import is_circuit, open_circuit, relay_of
+from .coalesce import send_held
 from .gate import Admit, GatedNoise, Liveness, NotAdmitted, gate_refusal
 from .keys import SwarmKeys, load_identity
 from .membership import RosterHolder
@@ -55,6 +56,7 @@ StreamHandler = Callable[[FrameStream], Awaitable[None]]
 DEFAULT_CONNECT_TIMEOUT = 5.0
 PER_ADDRESS_S = 1.5  # a dial to one of several addresses gets at most this long
 RELAY_HEAD_START_S = 0.3  # how long a direct dial runs alone before circuits are tried too
+SEND_HELD_S = 1.0  # the most a stopping host waits to send what its connections hold
 
 
 def quiet_libp2p() -> None:
@@ -149,7 +151,11 @@ class HearthHost:
                 # py-libp2p's auto-connector redials every peer in the peerstore (revoked
                 # ones and wrong-key ones included); Hearth dials only whom it means to.
                 await self._swarm.auto_connector.stop()
-                yield self
+                try:
+                    yield self
+                finally:  # what a stream wrote last (its close) still leaves
+                    with trio.CancelScope(shield=True), trio.move_on_after(SEND_HELD_S):
+                        await send_held()
 
     def addrs(self) -> list[str]:
         """Full multiaddrs of the listeners, ending in `/p2p/<peer id>`; a wildcard
