@@ -63,7 +63,7 @@ from hearth.protocol.wire.session import ENDED, PlanSession, Side
 from .admission import Admission
 from .backends import Backend, Conversation, GenerationSettings
 from .config import FriendCaps
-from .documents import DocumentReader, Reading, special_tokens
+from .documents import DocumentReader, Reading, inert_for
 
 log = logging.getLogger("hearth.planner")
 
@@ -301,7 +301,7 @@ class _Session:
         }
         tools = [*request.tools, *(t.spec for t in node_tools.values())]
         schemas = {t.function.name: dict(t.function.parameters) for t in tools}
-        inert = Inert(special_tokens(backend))
+        inert = inert_for(backend)
         conv = Conversation(
             messages=conversation_messages(request, inert),
             tools=tools,

@@ -18,6 +18,9 @@ import trio
 from hearth.companion.local_model import LocalModel
 from hearth.companion.swarmkit import init_phone, start_companion
 from hearth.companion.tools.selection import _index, select, tool_text
+from hearth.node.backends.llamacpp import LlamaCppBackend
+from hearth.node.backends.scripted import ScriptedBackend
+from hearth.node.documents import inert_for
 from hearth.protocol.model.chat import ChatTemplate, split_at_first_user_turn
 from hearth.protocol.model.checkpoints import Checkpoints
 from hearth.protocol.model.grammar import _grammars, tool_grammar
@@ -183,6 +186,17 @@ def test_a_prompt_seen_again_or_gone_on_from_evaluates_only_what_it_adds(tiny_mo
         max_tokens=6,
     )  # another prompt: only the shared prefix is held for it
     assert other.prompt_tokens == len(runtime.tokenize("<|im_start|>user\nbye<|im_end|>\n"))
+
+
+def test_the_nodes_marker_breaker_is_built_once_per_model(tiny_models) -> None:
+    """The node built its `Inert` (a trie of the model's special tokens, compiled) again
+    for every plan request and every document reading, before the first token."""
+    backend = LlamaCppBackend(tiny_models[0], 1024)
+    inert = inert_for(backend)
+    assert inert_for(backend) is inert
+    specials = [s for s in backend.runtime.special_texts if len(s) > 1 and " " not in s]
+    assert specials and all(inert(s) != s for s in specials)
+    assert inert_for(ScriptedBackend([])) is inert_for(ScriptedBackend([]))
 
 
 def test_checkpoints_are_bounded_and_held_only_for_the_tokens_they_were_taken_at() -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from libp2p.peer.id import ID
 from libp2p.stream_muxer.yamux.yamux import DEFAULT_WINDOW_SIZE
 
 from hearth.protocol.transport.host import host_for_home
@@ -89,3 +90,54 @@ def test_a_transfer_of_several_windows_completes_both_ways(tmp_path: Path) -> No
         assert back == payload
 
     over_one_connection(tmp_path, serve, use)
+
+
+def test_a_new_stream_says_so_with_its_first_frame_both_ways(tmp_path: Path) -> None:
+    """A stream's SYN was its own Noise message and socket write, and so was the
+    listener's ACK: a plan request reached the node in two messages, and its first
+    answer came back in two (the ACK alone first), each a write, a read and a wake-up
+    more on the way to the first token. Now the request goes in one, the ACK with the
+    listener's answer; later streams on the connection too."""
+
+    async def serve(stream: FrameStream) -> None:
+        assert isinstance(await stream.receive(), HealthRequest)
+        await stream.send(Health(peer_id=stream.peer_id))
+        while await stream.read_some():  # open until the phone closes its side
+            pass
+
+    async def main() -> None:
+        homes = lay_out_homes(tmp_path)
+        node, phone = host_for_home(homes["node"]).host, host_for_home(homes["phone"]).host
+        node.handle(PROTOCOL, serve)
+        async with node.run(LOOPBACK), phone.run(LOOPBACK):
+            with trio.fail_after(60):
+                await phone.connect(node.peer_id, node.addrs())
+                pid = ID.from_base58(node.peer_id)
+                noise = phone.host.get_network().get_connections(pid)[0].muxed_conn.secured_conn
+                sent: list[bytes] = []
+                came: list[bytes] = []
+                write_msg, read_msg = noise.conn.write_msg, noise.conn.read_msg
+
+                async def counted_write(data: bytes) -> None:  # the real write, counted
+                    sent.append(data)
+                    await write_msg(data)
+
+                async def counted_read() -> bytes:
+                    came.append(await read_msg())
+                    return came[-1]
+
+                noise.conn.write_msg, noise.conn.read_msg = counted_write, counted_read
+                for round_no in range(3):  # the first: the reader was waiting unpatched
+                    sent.clear()
+                    came.clear()
+                    stream = await phone.open(node.peer_id, PROTOCOL)
+                    await stream.send(HealthRequest())
+                    assert isinstance(await stream.receive(), Health)
+                    if round_no:
+                        assert len(sent) == 1  # SYN, proposal and request together
+                        assert len(came) == 2  # ACK with the protocol's answer; the answer
+                    await stream.close()
+                    while await stream.read_some():  # until the node has closed too
+                        pass
+
+    trio.run(main)

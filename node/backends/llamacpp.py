@@ -7,6 +7,7 @@ evaluated once (the runtime's prefix cache).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import anyio
 
 from hearth.protocol.model.chat import ChatTemplate, split_at_first_user_turn
 from hearth.protocol.model.grammar import ToolGrammar
+from hearth.protocol.model.inert import Inert
 from hearth.protocol.model.relay import TextRelay, generate_streamed
 from hearth.protocol.model.runtime import Generation, LlamaRuntime, SessionMemory
 from hearth.protocol.wire.messages import ModelInfo
@@ -33,6 +35,12 @@ class LlamaCppBackend:
             n_ctx=self.runtime.n_ctx,
             backend="llama-cpp",
         )
+
+    @functools.cached_property
+    def inert(self) -> Inert:
+        """What breaks chat-template markers for this model: the common templates' and
+        its own special tokens."""
+        return Inert(self.runtime.special_texts)
 
     def render(self, conv: Conversation) -> str:
         """The whole conversation as the model's chat template renders it."""
