@@ -184,6 +184,34 @@ def test_a_place_or_a_quote_before_the_recipient_is_not_addressed(tmp_path, card
     _refused(tmp_path, card, request_)
 
 
+REPLY_FROM = [  # a reply's "from" when the reply already went to a lower-case party
+    ("Acme", "Read the news, then reply to my boss regarding the email from Acme."),
+    ("Acme", "Read the news, then respond to the team on the proposal from Acme."),
+    ("Acme", "Read the news, then reply to my landlord with the quote from Acme."),
+    ("Acme", "Read the news, then reply to my boss re the offer from Acme."),
+    ("Acme", "Read the news, then answer my boss with the figures from Acme."),
+    ("Acme", "Read the news, then reply to the last message with the link from Acme."),
+    ("Acme", "Read the news, then reply to my boss the quote from Acme is fine."),
+]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a reply's 'from' addresses unless a capitalised word or that/about/saying "
+    "stands between: 'reply to my boss regarding the email from Acme', 'reply to my "
+    "landlord with the quote from Acme' address Acme (what is attached or spoken of). "
+    "Fix: the reply's 'from' addresses only right after the message it replies to "
+    "('reply to the (last) message from X': a determiner, adjectives and a message "
+    "noun between), never after 'with', 're', 'regarding', 'on' or a 'to' that named "
+    "its party",
+)
+@pytest.mark.parametrize(("card", "request_"), REPLY_FROM)
+def test_a_replys_from_after_its_party_or_its_content_addresses_no_one(
+    tmp_path, card, request_
+) -> None:
+    _refused(tmp_path, card, request_)
+
+
 PUNCTUATION = [  # clause and sentence marks the rule does not know
     (
         "Acme",
@@ -250,6 +278,9 @@ def test_unicode_clause_marks_end_the_clause(tmp_path, card, request_) -> None:
         ("Acme", "Read the news and send the summary with Acme logos to Alice."),
         ("Acme", "Read the news, then email the slides to Bob, Alice and Acme's CEO."),
         ("Acme", "Read the news, then text the address of the office to Acme staff."),
+        ("Acme", "Read the news, then reply to my boss and attach the invoice from Acme."),
+        ("Acme", "Read the news, then reply to Bob's email with the price from Acme."),
+        ("Acme", "Read the news, then reply to my boss: the quote from Acme is fine."),
     ],
 )
 def test_a_name_that_is_no_recipient_is_not_addressed(tmp_path, card, request_) -> None:
