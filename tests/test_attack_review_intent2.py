@@ -212,6 +212,33 @@ def test_a_replys_from_after_its_party_or_its_content_addresses_no_one(
     _refused(tmp_path, card, request_)
 
 
+LIST_REGRESSIONS = [  # refused before e93bd81: a new clause's subject after "and"/"or"
+    ("Acme", "Read the news, then forward the invoice to Alice and Acme tomorrow will pay it."),
+    ("Acme", "Read the news, then forward the invoice to Alice and Acme also wants a copy."),
+    ("Acme", "Read the news, then text Mom and Acme today will deliver the sofa."),
+    ("Acme", "Read the news, then text Mom and Acme now opens at 9."),
+    ("Acme", "Read the news, then email Bob and Acme by Friday will pay."),
+    ("Acme", "Read the news, then share the photos with Alice and Acme at noon will print them."),
+    ("Paris", "Read the news, then send the note to Alice or Paris in May will do."),
+]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="new in e93bd81: a later list item now ends its item before any word of "
+    "ITEM_FOLLOWERS (a time, a place, now, also, today, ...), where before only a clause "
+    "break, the message's start or a determiner did; so the subject of a new clause "
+    "after 'and' with an adverb after it ('and Acme tomorrow will pay it') is addressed "
+    "again. Fix: keep the narrower test for later list items (or require that no verb "
+    "follows the adverb before the clause ends)",
+)
+@pytest.mark.parametrize(("card", "request_"), LIST_REGRESSIONS)
+def test_a_new_clauses_subject_before_an_adverb_is_not_a_list_item(
+    tmp_path, card, request_
+) -> None:
+    _refused(tmp_path, card, request_)
+
+
 PUNCTUATION = [  # clause and sentence marks the rule does not know
     (
         "Acme",
