@@ -11,12 +11,15 @@ strict xfails at the end, each with the old rule's answer."""
 
 from __future__ import annotations
 
+import json
 import unicodedata
 from collections.abc import Iterator
 
 import pytest
+import trio
 
 from hearth.companion.events import AskRequest
+from hearth.companion.executor import SessionState
 from hearth.companion.intent import named
 from hearth.companion.tools.registry import Tier
 
@@ -530,6 +533,93 @@ def test_the_pin_in_a_lookup_after_a_private_read_and_a_web_page_is_asked(tmp_pa
     obs = rounds(executor, REQUEST, READ_NOTE, READ_WEB, leak)
     assert obs[-1].status == "refused" and looked_up == []
     assert "private data" in asked.asked[-1].tainted["query"]
+
+
+def _catalog_phone(tmp_path, note: str):  # type: ignore[no-untyped-def]
+    """A phone whose bank note says `note`, with an app's public catalog (not private:
+    one entry per PIN) and an open-world lookup."""
+    executor, asked, data = phone(tmp_path)
+    (data.root / "notes.json").write_text(json.dumps([{"id": "n1", "title": "Bank", "text": note}]))
+    looked_up: list[dict[str, str]] = []
+    executor.registry.add(web_lookup_tool(looked_up))
+
+    async def catalog() -> list[dict[str, str]]:
+        """List the catalog."""
+        return [{"text": "PIN 4921", "page": "four"}, {"text": "PIN 1111", "page": "one"}]
+
+    executor.registry.add(declared(catalog, Tier.READ_ONLY, untrusted_results=False))
+    return executor, asked, looked_up
+
+
+@pytest.mark.parametrize("note", ["PIN 4921", "PIN 1111", "PIN 0000"])
+def test_a_plan_written_before_the_read_cannot_branch_on_it(tmp_path, note) -> None:
+    """Written before anything was read (so no count and no taint yet): the catalog's
+    entry selected by the note's text goes into a lookup (refused: the criterion carries
+    the note's private label), and a lookup that depends on that step without a `$ref`
+    runs whatever the selection found. What leaves is the same for every PIN."""
+    executor, _, looked_up = _catalog_phone(tmp_path, note)
+    chosen = {
+        "$ref": "s2.result",
+        "where": {"text": {"$ref": "s1.result.0.text"}},
+        "select": "page",
+    }
+    plan = make_plan(
+        ("s1", "notes_search", {"query": "Bank"}, []),
+        ("s2", "catalog", {}, []),
+        ("s3", "web_lookup", {"site": "news.example", "query": chosen}, ["s1", "s2"]),
+        ("s4", "web_lookup", {"site": "news.example", "query": "news"}, ["s3"]),
+    )
+    obs = rounds(executor, REQUEST, plan)
+    assert [o.status for o in obs] == ["ok", "ok", "refused", "ok"]
+    assert looked_up == [{"site": "news.example", "query": "news"}]
+
+
+CANDIDATES = [f"PIN {n:04d}" for n in range(0, 10000, 2)]  # the even PINs: one bit
+
+
+def _home_sees(tmp_path, note: str) -> list[tuple[str, str | None]]:  # type: ignore[no-untyped-def]
+    """What the home planner is told of a plan that selects, from a web page's listing
+    (the attacker's: half the PINs), the entry equal to the private note's text."""
+    executor, _, data = phone(tmp_path)
+    (data.root / "notes.json").write_text(json.dumps([{"id": "n1", "title": "Bank", "text": note}]))
+
+    async def web_page(url: str) -> str:
+        """Fetch a web page."""
+        return json.dumps([{"text": c, "page": "x"} for c in CANDIDATES])
+
+    executor.registry.add(declared(web_page, Tier.OPEN_WORLD_READ))
+    chosen = {
+        "$ref": "s2.result",
+        "where": {"text": {"$ref": "s1.result.0.text"}},
+        "select": "page",
+    }
+    plan = make_plan(
+        ("s1", "notes_search", {"query": "Bank"}, []),
+        ("s2", "web_page", {"url": "https://evil.example/pins"}, []),
+        ("s3", "notes_search", {"query": chosen}, ["s1", "s2"]),
+    )
+    observations = trio.run(
+        lambda: executor.execute(plan, SessionState(request=REQUEST), home=True)
+    )
+    assert "PIN" not in json.dumps(observations[0].result)  # the note itself is redacted
+    return [(o.status, o.error) for o in observations]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a selection whose criterion is private and whose listing is not tells the "
+    "home (which must not read the private note) whether the note is in the set the "
+    "attacker's page lists: the step runs (ok, its result redacted) when it is, and is "
+    "refused with the plain 'selects nothing' when not; one bit a step, 14 steps for a "
+    "PIN, in one plan, and no open-world call is needed. Redacting the error is not "
+    "enough (the status differs). Fix: a selection whose criterion carries labels the "
+    "planner may not see is refused before it selects, with one error whatever the "
+    "value (or run, and shown to that planner as refused and redacted either way)",
+)
+def test_a_private_criterion_is_no_oracle_for_the_home(tmp_path) -> None:
+    even = _home_sees(tmp_path / "even", "PIN 4920")
+    odd = _home_sees(tmp_path / "odd", "PIN 4921")
+    assert even == odd
 
 
 # -- across turns, through the scripted hostile home (a real process) ---------------------
