@@ -7,13 +7,14 @@ private read, whichever tool (`executor.py`).
 A plain test is an attack the product refuses (a guard); a strict xfail is an attack
 that still succeeds, with the reason and a suggested fix. The benign requests that no
 longer address their recipient (they cost the owner one confirmation, not data) are
-strict xfails at the end, each with the old rule's answer."""
+strict xfails at the end: each addressed its recipient under the rule before e93bd81.
+Beside them, a selection whose criterion is private turns out to be an oracle the home
+planner reads (no open-world call needed)."""
 
 from __future__ import annotations
 
 import json
 import unicodedata
-from collections.abc import Iterator
 
 import pytest
 import trio
@@ -23,14 +24,13 @@ from hearth.companion.executor import SessionState
 from hearth.companion.intent import named
 from hearth.companion.tools.registry import Tier
 
-from .conftest import Processes
-from .hostile.harness import Bench, start_bench
+from .hostile.harness import Bench
 from .hostile.script import Round, Script
 from .hostile.suites import step
 from .phone_kit import declared, make_plan, web_lookup_tool
 from .test_attack_review_intent import OWNER_NAMES, _sent_to_card
 from .test_precise_labels import ALICE, CONTACTS, READ_WEB, phone, rounds, sent
-from .test_session_reads import VAULT, conversation
+from .test_session_reads import VAULT, bench, conversation  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.hostile
 
@@ -625,21 +625,6 @@ def test_a_private_criterion_is_no_oracle_for_the_home(tmp_path) -> None:
 # -- across turns, through the scripted hostile home (a real process) ---------------------
 
 
-@pytest.fixture(scope="module")
-def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
-    processes = Processes()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("HEARTH_NO_MDNS", "1")
-        try:
-            bench = start_bench(processes, tmp_path_factory.mktemp("attack30b"))
-            (bench.phone / "policy.toml").write_text(
-                'private_to_home = true\ndocuments_to_home = "always"\n'
-            )
-            yield bench
-        finally:
-            processes.cleanup()
-
-
 LOOK_UP = "look up the weather on news.example"
 
 
@@ -659,7 +644,7 @@ def _lookup(query: str) -> Script:
     "with the conversation (the labelled history says which turns made covered calls "
     "after a private read), or cover one per conversation once private data is in it",
 )
-def test_each_turn_after_a_private_one_gets_no_new_covered_call(bench: Bench) -> None:
+def test_each_turn_after_a_private_one_gets_no_new_covered_call(bench: Bench) -> None:  # noqa: F811
     read = Script(rounds=[Round(steps=[step("s1", "vault_read")])], answer=f"It is {VAULT}.")
     _, _, looked_up = conversation(
         bench,
@@ -679,7 +664,7 @@ def test_each_turn_after_a_private_one_gets_no_new_covered_call(bench: Bench) ->
     reason="end to end through the home: turn 2's one covered lookup spells the vault's "
     "first byte in its letters' case (see the executor-level case test for the fix)",
 )
-def test_the_homes_covered_lookup_cannot_spell_an_earlier_turns_secret(bench: Bench) -> None:
+def test_the_homes_lookup_cannot_spell_an_earlier_turns_secret(bench: Bench) -> None:  # noqa: F811
     secret = ord(VAULT[0])  # 8 bits of the vault's code, in 'the weather'
     bits = format(secret, "08b")
     read = Script(rounds=[Round(steps=[step("s1", "vault_read")])], answer=f"It is {VAULT}.")
