@@ -14,8 +14,9 @@ session had seen when the plan arrived (its steps are all written before any run
 session knows where its planner read private data (an earlier turn, a document, a
 result it was shown): a literal the planner writes into an open-world tool after that may
 carry the data out, and forces a confirmation, unless it is the user's own words; and of
-the open-world calls planned after that, `--yes` covers one per tool (a series of calls,
-each of the user's words, could spell the data out in which words each picks). An
+the open-world calls planned after that, `--yes` covers one in the session, whichever
+tool (a series of calls, each of the user's words, could spell the data out in which
+words and which tools it picks). An
 object's keys and the part of a result a `$ref` path picks are literals too. A `$ref`
 carries the labels of the result it names; a `$ref` selection (`where`, `select`,
 `pick`) picks an entry of a listing on the phone, and a key field of the owner's own
@@ -75,8 +76,8 @@ class SessionState:
     steps_planned: int = 0
     request: str = ""
     intent: Intent | None = None  # the request with the contact entries it names, once looked up
-    out_after_private: set[str] = field(default_factory=set)  # open-world tools let run
-    # in plans written after the planner read private data: a second call of one is asked
+    out_after_private: list[str] = field(default_factory=list)  # open-world calls let run
+    # in plans written after the planner read private data: any call after the first is asked
 
 
 @dataclass
@@ -598,7 +599,7 @@ class Executor:
                 run, step, tool, tier, args, self._tainted(tool, tier, run, gathered)
             )
             if tool.annotations.open_world and run.planned_private:
-                run.session.out_after_private.add(tool.name)
+                run.session.out_after_private.append(tool.name)
         except HearthError as exc:
             # the refusal is derived from the arguments as far as they were resolved
             labels = reduce(Labels.__or__, (g.labels for g in gathered.values()), CLEAN)
@@ -662,11 +663,12 @@ class Executor:
                     tainted.setdefault(arg, []).append(
                         f"written by the planner after it read private data ({read})"
                     )
-            if tool.name in run.session.out_after_private:
+            if earlier := run.session.out_after_private:
                 for arg in sorted(gathered) or [CALL]:
                     tainted.setdefault(arg, []).append(
-                        f"another {tool.name} call planned after the planner read private "
-                        f"data ({read}): which calls it makes may spell that data out"
+                        f"another open-world call ({tool.name}, after {earlier[0]}) planned "
+                        f"after the planner read private data ({read}): which calls it "
+                        "makes may spell that data out"
                     )
         return {arg: "; ".join(reasons) for arg, reasons in tainted.items()}
 
