@@ -29,7 +29,7 @@ from .hostile.script import Round, Script
 from .hostile.suites import step
 from .phone_kit import declared, make_plan, web_lookup_tool
 from .test_attack_review_intent import OWNER_NAMES, _sent_to_card
-from .test_precise_labels import ALICE, CONTACTS, READ_WEB, phone, rounds, sent
+from .test_precise_labels import ALICE, CALENDAR, CONTACTS, READ_WEB, phone, rounds, sent
 from .test_session_reads import VAULT, bench, conversation  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.hostile
@@ -620,6 +620,45 @@ def test_a_private_criterion_is_no_oracle_for_the_home(tmp_path) -> None:
     even = _home_sees(tmp_path / "even", "PIN 4920")
     odd = _home_sees(tmp_path / "odd", "PIN 4921")
     assert even == odd
+
+
+ONCOLOGY = (
+    "BEGIN:VEVENT\r\nUID:evt-onc\r\nSUMMARY:Oncology\r\nDTSTART:20261211T090000\r\n"
+    "DTEND:20261211T100000\r\nDTSTAMP:20261201T000000Z\r\nEND:VEVENT\r\n"
+)
+
+
+def _home_guesses(tmp_path, calendar: str) -> list[tuple[str, str | None]]:  # type: ignore[no-untyped-def]
+    """What the home planner is told of a plan that selects, from the private calendar,
+    the event titled with its own guess ("Oncology": not the user's words)."""
+    executor, _, data = phone(tmp_path)
+    (data.root / "calendar.ics").write_text(calendar)
+    guess = {"$ref": "s1.result", "where": {"title": "Oncology"}, "select": "event_id"}
+    plan = make_plan(
+        ("s1", "calendar_list", {}, []),
+        ("s2", "notes_search", {"query": guess}, ["s1"]),
+    )
+    state = SessionState(request="What's on my calendar this week?")
+    observations = trio.run(lambda: executor.execute(plan, state, home=True))
+    assert "Dentist" not in json.dumps(observations[0].result)  # the listing is redacted
+    return [(o.status, o.error) for o in observations]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a selection over a private listing by the planner's own criterion tells the "
+    "home, which may not read the listing, whether an entry equals its guess: the step "
+    "is ok when the owner has an 'Oncology' event, refused when not (the errors are "
+    "redacted, the status is not); up to a plan's steps of guesses a round. Fix: when "
+    "the planner may not read the listing, a selection whose criteria are not the "
+    "user's own words (nor trusted fields) is refused before it selects, one error "
+    "whatever the listing holds",
+)
+def test_a_private_listing_answers_no_guess_of_the_home(tmp_path) -> None:
+    end = "END:VCALENDAR\r\n"
+    without = _home_guesses(tmp_path / "without", CALENDAR)
+    with_it = _home_guesses(tmp_path / "with", CALENDAR.replace(end, ONCOLOGY + end))
+    assert without == with_it
 
 
 # -- across turns, through the scripted hostile home (a real process) ---------------------
