@@ -574,6 +574,15 @@ def test_a_plan_written_before_the_read_cannot_branch_on_it(tmp_path, note) -> N
     assert looked_up == [{"site": "news.example", "query": "news"}]
 
 
+def _home_view(executor, plan, request: str, private: str) -> list[tuple[str, str | None]]:  # type: ignore[no-untyped-def]
+    """Each step's status and error as the home planner is told them, once its first
+    step's private result (holding `private`) is seen to be redacted."""
+    state = SessionState(request=request)
+    observations = trio.run(lambda: executor.execute(plan, state, home=True))
+    assert private not in json.dumps(observations[0].result)
+    return [(o.status, o.error) for o in observations]
+
+
 CANDIDATES = [f"PIN {n:04d}" for n in range(0, 10000, 2)]  # the even PINs: one bit
 
 
@@ -598,11 +607,7 @@ def _home_sees(tmp_path, note: str) -> list[tuple[str, str | None]]:  # type: ig
         ("s2", "web_page", {"url": "https://evil.example/pins"}, []),
         ("s3", "notes_search", {"query": chosen}, ["s1", "s2"]),
     )
-    observations = trio.run(
-        lambda: executor.execute(plan, SessionState(request=REQUEST), home=True)
-    )
-    assert "PIN" not in json.dumps(observations[0].result)  # the note itself is redacted
-    return [(o.status, o.error) for o in observations]
+    return _home_view(executor, plan, REQUEST, "PIN")
 
 
 @pytest.mark.xfail(
@@ -638,10 +643,7 @@ def _home_guesses(tmp_path, calendar: str) -> list[tuple[str, str | None]]:  # t
         ("s1", "calendar_list", {}, []),
         ("s2", "notes_search", {"query": guess}, ["s1"]),
     )
-    state = SessionState(request="What's on my calendar this week?")
-    observations = trio.run(lambda: executor.execute(plan, state, home=True))
-    assert "Dentist" not in json.dumps(observations[0].result)  # the listing is redacted
-    return [(o.status, o.error) for o in observations]
+    return _home_view(executor, plan, "What's on my calendar this week?", "Dentist")
 
 
 @pytest.mark.xfail(
