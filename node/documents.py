@@ -130,8 +130,10 @@ class DocumentReader:
         cancel: anyio.Event,
         on_chunk: OnChunk,
         count: Count | None = None,
+        scope: str = "",
     ) -> None:
         self.backend = backend
+        self.scope = scope  # whose request: the model state kept from its chunks is its own
         self.sampling = sampling
         self.cancel = cancel
         self.on_chunk = on_chunk
@@ -195,7 +197,8 @@ class DocumentReader:
             messages=[
                 ChatMessage(role="system", content=MAP_INSTRUCTION),
                 ChatMessage(role="user", content=f"Part {number} of {chunks}:\n{chunk}"),
-            ]
+            ],
+            scope=self.scope,
         )
         result = await self.backend.generate(
             conv,

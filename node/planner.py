@@ -307,6 +307,7 @@ class _Session:
             tools=tools,
             thinking=request.thinking,
             thinking_budget=request.limits.max_thinking_tokens,
+            scope=self.stream.peer_id,
         )
         untrusted: list[UntrustedInput] = []
         if request.documents:  # before the request itself, as the user attached them
@@ -437,7 +438,9 @@ class _Session:
                 )
             )
 
-        reader = DocumentReader(backend, self.planner.settings.sampling, self.cancel, on_chunk)
+        reader = DocumentReader(
+            backend, self.planner.settings.sampling, self.cancel, on_chunk, scope=conv.scope
+        )
         room = reader.room(request.limits, conv, len(request.documents))
         return await reader.read(request.documents, room)
 

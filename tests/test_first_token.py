@@ -18,6 +18,7 @@ import trio
 from hearth.companion.local_model import LocalModel
 from hearth.companion.swarmkit import init_phone, start_companion
 from hearth.companion.tools.selection import _index, select, tool_text
+from hearth.node.backends import Conversation, GenerationSettings, ignore_text
 from hearth.node.backends.llamacpp import LlamaCppBackend
 from hearth.node.backends.scripted import ScriptedBackend
 from hearth.node.documents import inert_for
@@ -28,6 +29,7 @@ from hearth.protocol.model.limits import DEFAULT_LIMITS, GrammarLimits, ModelLim
 from hearth.protocol.model.runtime import LlamaRuntime, SessionMemory
 from hearth.protocol.model.validate import _passed, check_schemas
 from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.protocol.wire.messages import ChatMessage
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -201,21 +203,44 @@ def test_the_nodes_marker_breaker_is_built_once_per_model(tiny_models) -> None:
 
 def test_checkpoints_are_bounded_and_held_only_for_the_tokens_they_were_taken_at() -> None:
     kept = Checkpoints(count=2, max_bytes=10)
-    kept.keep((1, 2, 3), b"abc")
-    assert kept.longest([1], [2, 3, 4]) == ((1, 2, 3), b"abc")
-    assert kept.longest([1], [2, 3]) is None  # the prompt's last token is always evaluated
-    assert kept.longest([1], [2, 4, 4]) is None  # diverges
-    assert kept.longest([1, 2, 3], [4]) is None  # nothing beyond the start
-    kept.keep((1, 2), b"ab")
-    assert kept.longest([1], [2, 3, 4, 5]) == ((1, 2, 3), b"abc")  # the longest
-    kept.keep((1, 2, 9), b"abcdef")  # over the count: the least recently used goes
-    assert len(kept) == 2 and kept.longest([1], [2, 9, 9]) is not None
-    assert kept.longest([1], [2, 5, 5]) is None  # (1, 2) went: (1, 2, 3) was used since
-    assert kept.longest([1], [2, 3, 4]) == ((1, 2, 3), b"abc")
-    kept.keep((7, 7), b"0123456789")  # over the bytes: the oldest go
+    kept.keep("a", (1, 2, 3), b"abc")
+    assert kept.longest("a", [1], [2, 3, 4]) == ((1, 2, 3), b"abc")
+    assert kept.longest("b", [1], [2, 3, 4]) is None  # another scope's
+    assert kept.longest("a", [1], [2, 3]) is None  # the prompt's last token is always evaluated
+    assert kept.longest("a", [1], [2, 4, 4]) is None  # diverges
+    assert kept.longest("a", [1, 2, 3], [4]) is None  # nothing beyond the start
+    kept.keep("a", (1, 2), b"ab")
+    assert kept.longest("a", [1], [2, 3, 4, 5]) == ((1, 2, 3), b"abc")  # the longest
+    kept.keep("a", (1, 2, 9), b"abcdef")  # over the count: the least recently used goes
+    assert len(kept) == 2 and kept.longest("a", [1], [2, 9, 9]) is not None
+    assert kept.longest("a", [1], [2, 5, 5]) is None  # (1, 2) went: (1, 2, 3) was used since
+    assert kept.longest("a", [1], [2, 3, 4]) == ((1, 2, 3), b"abc")
+    kept.keep("a", (7, 7), b"0123456789")  # over the bytes: the oldest go
     assert len(kept) == 1
-    kept.keep((8, 8), b"0123456789a")  # larger than all: never held
-    assert kept.longest([7], [7, 1]) is not None and kept.longest([8], [8, 1]) is None
+    kept.keep("a", (8, 8), b"0123456789a")  # larger than all: never held
+    assert kept.longest("a", [7], [7, 1]) is not None and kept.longest("a", [8], [8, 1]) is None
+
+
+def test_a_prompt_kept_for_one_phone_never_starts_another_phones(tiny_models) -> None:
+    """The node's model serves its owner's phones and, when allowed, friends' phones: a
+    prompt that started where another phone's ended would answer sooner, and so tell a
+    friend's phone what the owner's had asked. Each phone's kept prompts are its own."""
+    backend = LlamaCppBackend(tiny_models[1], 2048)
+
+    async def ask(scope: str) -> int:
+        result = await backend.generate(
+            Conversation(messages=[ChatMessage(role="user", content="note milk")], scope=scope),
+            grammar=None,
+            settings=GenerationSettings(max_tokens=4),
+            on_text=ignore_text,
+            cancel=anyio.Event(),
+        )
+        return result.prompt_tokens
+
+    assert trio.run(ask, "owner-phone") > 1
+    assert trio.run(ask, "owner-phone") == 1  # its own prompt again
+    assert trio.run(ask, "friend-phone") > 1  # the same prompt: evaluated, as if never seen
+    assert trio.run(ask, "friend-phone") == 1
 
 
 def _chunk(line: str) -> dict:

@@ -59,7 +59,7 @@ class LlamaCppBackend:
             )
             if suffix is not None:
                 return "", suffix
-        conv.memory = SessionMemory()  # first round, or the template re-renders history
+        conv.memory = SessionMemory(scope=conv.scope)  # first round, or history re-rendered
         return split_at_first_user_turn(self.render(conv))
 
     async def generate(

@@ -65,6 +65,7 @@ class SessionMemory:
 
     tokens: list[int] = field(default_factory=list)
     snapshot: Any = None
+    scope: str = ""  # who asks: kept prompt states serve only their own scope (`Checkpoints`)
 
 
 SPECIAL_ATTRS = 1 | 8 | 16  # llama.cpp's LLAMA_TOKEN_ATTR_UNKNOWN | CONTROL | USER_DEFINED
@@ -162,7 +163,7 @@ class LlamaRuntime:
                 if fresh and len(rest) > 1:  # kept short of its last token
                     self.llm.eval(rest[:-1])
                     memory.tokens = memory.tokens + rest[:-1]
-                    self._checkpoints.keep(tuple(memory.tokens), self._save_seq())
+                    self._checkpoints.keep(memory.scope, tuple(memory.tokens), self._save_seq())
                     rest = rest[-1:]
                 if len(rest) == 1:
                     self._append(rest[0])  # one token: no batch built, no cache walk
@@ -233,7 +234,11 @@ class LlamaRuntime:
         if memory.tokens:
             return (self._start_from_prefix(memory, prefix) if prefix else 0), 0
         cached = self._prefixes.get(prefix) if prefix else ([], b"")
-        found = self._checkpoints.longest(cached[0], prompt) if cached is not None else None
+        found = (
+            self._checkpoints.longest(memory.scope, cached[0], prompt)
+            if cached is not None
+            else None
+        )
         if found is None:
             return (self._start_from_prefix(memory, prefix) if prefix else 0), 0
         assert cached is not None
