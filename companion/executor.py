@@ -14,8 +14,12 @@ session had seen when the plan arrived (its steps are all written before any run
 session knows where its planner read private data (an earlier turn, a document, a
 result it was shown): a literal the planner writes into an open-world tool after that may
 carry the data out, and forces a confirmation, unless it is the user's own words; and of
-the open-world calls planned after that, `--yes` covers one per tool (a series of calls,
-each of the user's words, could spell the data out in which words each picks). An
+the open-world calls planned after that, `--yes` covers one in the conversation,
+whichever tool (a series of calls, each of the user's words, could spell the data out in
+which words and which tools it picks), written in the user's words as typed, with no
+list or object of more than one element. A selection the planner could not see made
+(criteria it may not read, or a listing it may not read by other than the user's words)
+is asked: whether its step ran would tell the planner. An
 object's keys and the part of a result a `$ref` path picks are literals too. A `$ref`
 carries the labels of the result it names; a `$ref` selection (`where`, `select`,
 `pick`) picks an entry of a listing on the phone, and a key field of the owner's own
@@ -75,8 +79,8 @@ class SessionState:
     steps_planned: int = 0
     request: str = ""
     intent: Intent | None = None  # the request with the contact entries it names, once looked up
-    out_after_private: set[str] = field(default_factory=set)  # open-world tools let run
-    # in plans written after the planner read private data: a second call of one is asked
+    out_after_private: list[str] = field(default_factory=list)  # open-world calls let run
+    # in plans written after the planner read private data: any call after the first is asked
 
 
 @dataclass
@@ -94,6 +98,11 @@ class PlanRun:
     planned_private: frozenset[str] = frozenset()  # its private reads by then
     tools: dict[str, Tool] = field(default_factory=dict)  # of the steps run, by step id
     steered: set[str] = field(default_factory=set)  # steps whose arguments were steered
+    egress: Egress | None = None  # what the planner may read of the outcomes
+
+    def hides(self, labels: Labels) -> bool:
+        """Whether the plan's planner may not read what carries `labels`."""
+        return self.egress is not None and not self.egress.allows(labels, self.destination)
 
     def __post_init__(self) -> None:
         # every literal of a plan was written before any of its steps ran: the planner
@@ -142,14 +151,18 @@ class PlanRun:
             free_text(v) and not self.intent.says(v, content=True) for v in gathered.literals
         )
 
-    def wrote_after_private(self, gathered: Gathered, *, content: bool) -> bool:
+    def wrote_after_private(self, gathered: Gathered) -> bool:
         """Whether the planner wrote a value into the argument after it read private data,
-        other than the user's own words (for `content`, case folded), or chose which part
-        of a result it holds (the position may spell that data)."""
+        other than the user's own words as typed (the case of a letter, or an accent
+        composed or not, would be a choice that may spell that data), or chose which part
+        of a result it holds or how many elements a list or an object it built has (the
+        position, the count and the booleans in them may spell it too)."""
         if not self.planned_private:
             return False
-        return gathered.choice or any(
-            _carries(v) and not self.intent.says(v, content=content) for v in gathered.literals
+        return (
+            gathered.choice
+            or gathered.elements > 1
+            or any(_carries(v) and not self.intent.says_as_typed(v) for v in gathered.literals)
         )
 
     @property
@@ -172,6 +185,8 @@ class Gathered:
     labels: Labels = CLEAN
     steered: set[str] = field(default_factory=set)
     literals: list[Any] = field(default_factory=list)
+    elements: int = 0  # of the lists and objects the planner built: their number is a choice
+    blind: list[str] = field(default_factory=list)  # selections the planner could not see
     choice: bool = False
     origins: list[str] = field(default_factory=list)  # where selected values came from
 
@@ -197,8 +212,10 @@ def _resolve(value: Any, step: PlanStep, run: PlanRun, into: Gathered) -> Any:
         if "$ref" in value:
             return _reference(value, step, run, into)
         into.literals += list(value)  # its keys are text the planner wrote
+        into.elements += len(value)
         return {k: _resolve(v, step, run, into) for k, v in value.items()}
     if isinstance(value, list):
+        into.elements += len(value)
         return [_resolve(v, step, run, into) for v in value]
     into.literals.append(value)
     return value
@@ -266,7 +283,20 @@ def _reference(
     if not isinstance(listing, list):
         raise _rejected(step, "a $ref selection must name a list")
     criteria = Gathered()
-    where = _criteria(value["where"], step, run, criteria)
+    try:
+        where = _criteria(value["where"], step, run, criteria)
+    finally:  # before selecting: "selects nothing" (or a criterion's error) is derived too
+        into.labels |= criteria.labels
+        into.blind += criteria.blind
+    # whether it selects (its step runs, or is refused) would tell the planner what it may
+    # not read: only the owner, asked, lets such a selection run
+    if run.hides(criteria.labels):
+        into.blind.append(f"selected from {source} by criteria its planner may not read")
+    elif run.hides(source_labels) and not _said(run, value["where"], criteria):
+        into.blind.append(
+            f"selected from {source}, which its planner may not read, by criteria the "
+            "request does not say"
+        )
     pick = value.get("pick", "only")
     if pick not in PICKS:
         raise _rejected(step, f"pick must be one of {', '.join(PICKS)}")
@@ -281,7 +311,6 @@ def _reference(
     if select is not None and not (isinstance(select, str) and select):
         raise _rejected(step, "select must be a field name (a dotted path)")
     picked = element if select is None else _walk(element, select.split("."), step)
-    into.labels |= criteria.labels
     tool = run.tools.get(source)
     trusted = (
         tool is not None
@@ -303,6 +332,13 @@ def _reference(
         into.literals += criteria.literals
         into.choice |= criteria.choice
     return picked
+
+
+def _said(run: PlanRun, where: dict[str, Any], criteria: Gathered) -> bool:
+    """Whether a selection's criteria are all literals of the user's own words (no `$ref`:
+    a value a page or the planner chose would be a guess the selection answers)."""
+    literal = not any(isinstance(wanted, dict) for wanted in where.values())
+    return literal and all(run.intent.says(v) for v in criteria.literals)
 
 
 def _domain(tool: Tool | None) -> str | None:
@@ -476,7 +512,7 @@ class Executor:
         state.steps_planned += len(plan.steps)
         state.tainted_by |= read_by_node(plan.untrusted_inputs)
         await self._know_intent(state)
-        run = PlanRun(plan, state, friend, remote)
+        run = PlanRun(plan, state, friend, remote, egress=self.egress)
         try:
             check_structure(plan)
             session = SessionRecord(
@@ -520,6 +556,7 @@ class Executor:
                 session.friend,
                 remote=plan.signer != plan.audience,  # a local plan is the phone's own
                 resumed_from=accepted_at,
+                egress=self.egress,
             )
             for step in plan.steps:
                 record = records.get(step.id)
@@ -598,7 +635,7 @@ class Executor:
                 run, step, tool, tier, args, self._tainted(tool, tier, run, gathered)
             )
             if tool.annotations.open_world and run.planned_private:
-                run.session.out_after_private.add(tool.name)
+                run.session.out_after_private.append(tool.name)
         except HearthError as exc:
             # the refusal is derived from the arguments as far as they were resolved
             labels = reduce(Labels.__or__, (g.labels for g in gathered.values()), CLEAN)
@@ -636,9 +673,9 @@ class Executor:
     ) -> dict[str, str]:
         """Arguments untrusted input could have chosen, each with its sources: control
         arguments of a sensitive tool, the content of a write planned after untrusted
-        input that carries untrusted text, and what the planner wrote into an open-world
-        tool after it read private data."""
-        tainted: dict[str, list[str]] = {}
+        input that carries untrusted text, what the planner wrote into an open-world
+        tool after it read private data, and a selection made blind (`Gathered.blind`)."""
+        tainted = {name: list(g.blind) for name, g in gathered.items() if g.blind}
         if tool.sensitive:
             for arg in sorted(tool.control_args & set(gathered)):
                 if steered := self._steered(run, gathered[arg]):
@@ -657,16 +694,16 @@ class Executor:
         if tool.annotations.open_world and run.planned_private:
             read = ", ".join(sorted(run.planned_private))
             for arg in sorted(gathered):
-                content = arg not in tool.control_args
-                if run.wrote_after_private(gathered[arg], content=content):
+                if run.wrote_after_private(gathered[arg]):
                     tainted.setdefault(arg, []).append(
                         f"written by the planner after it read private data ({read})"
                     )
-            if tool.name in run.session.out_after_private:
+            if earlier := run.session.out_after_private:
                 for arg in sorted(gathered) or [CALL]:
                     tainted.setdefault(arg, []).append(
-                        f"another {tool.name} call planned after the planner read private "
-                        f"data ({read}): which calls it makes may spell that data out"
+                        f"another open-world call ({tool.name}, after {earlier[0]}) planned "
+                        f"after the planner read private data ({read}): which calls it "
+                        "makes may spell that data out"
                     )
         return {arg: "; ".join(reasons) for arg, reasons in tainted.items()}
 

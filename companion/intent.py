@@ -67,11 +67,17 @@ before a space, no line break between), the word right before it is
 - a verb of sending or speaking in `VERBS` ("text Alice", "call Mom", "email Bob",
   "tell", "ask", "invite", "share", "send", "forward", "reply", "pay", …), used as a
   verb: not right after a determiner ("the", "a", "my", "this", … in `DETERMINERS`) or
-  a possessive, where it is a noun ("the email Acme sent", "the call with Acme"); or
-- "to", "with", "cc" or "bcc", with such a verb earlier in the same clause (no comma,
-  "and", "or", "then" or "but" between): "send it to Bob", "share the file with Alice",
-  but not "go to Acme", "compare it with Acme", "send the notes and the report to Bob"
-  (a clause that starts at "and": one confirmation); or
+  a possessive, where it is a noun ("the email Acme sent", "the call with Acme"), nor
+  after "to" in a clause whose verb of sending already addressed someone ("text Alice
+  the number to call Acme", "ask him to call Acme": what is sent, or an order to him); or
+- "to" or "with", with such a verb earlier in the same clause (no comma, "and", "or",
+  "then" or "but" between) that addressed no one yet, right after it: a capitalised word
+  or "me", "him", "us", "them" ("send it to Bob", "share the file with Alice"; not "text
+  Alice directions to Paris", "text me the way to Paris", "go to Acme", "compare it with
+  Acme", "send the notes and the report to Bob": a clause that starts at "and", one
+  confirmation), where the name ends its item: the text, its sentence or clause ends, or
+  a word of `ITEM_FOLLOWERS` follows ("to Bob tomorrow", "with Alice at noon"; not "with
+  Acme prices", where Acme names the prices); or
 - "from", with "reply", "answer" or "respond" earlier in the same clause and no other
   capitalised word, nor "that", "about" or "saying", between ("reply to the last message
   from Alice"; not "read the news from Acme", "reply to Bob with the news from Acme" or
@@ -81,9 +87,8 @@ or the occurrence is an item of a list whose first item is so addressed: items a
 of capitalised words, separated by "and", "or", "&" or a comma ("email Alice and Bob",
 "text Alice, Bob, and Mom"); an item after a comma alone must be followed by another
 (", " or "and"/"or"), so "tell Alice, Acme closed early" does not address Acme; and a
-later item must end the list: the text, its sentence or clause ends after it, or the
-message starts ("that", "about", a determiner), so in "forward it to Alice and Acme
-will pay it" Acme starts a new clause and is not addressed. Anything
+later item must end its item as above, so in "forward it to Alice and Acme will pay it"
+Acme starts a new clause and is not addressed. Anything
 else (a source, "from Acme"; a topic, "about Acme", "the Acme report"; a place; a
 possessive) names no recipient: the card's entries count only for the contacts the
 request addresses. A contact addressed in words these rules miss ("let Alice know",
@@ -198,6 +203,20 @@ class Intent:
             return any(is_span(form, self._normal) for form in _number_forms(value))
         return False
 
+    def says_as_typed(self, value: object) -> bool:
+        """Whether `value` is the user's own words as typed: a contact's entry, or a span
+        of the request with its own characters (no case folded, no normalisation), or a
+        number as `says` has it. What the planner writes after it read private data must
+        be so: the case of a letter, or an accent composed or not, would be its choice."""
+        if isinstance(value, str) and value not in self.contact_entries:
+            return (
+                not self._negated
+                and MIN_CHARS <= len(value) <= MAX_CHARS
+                and any(ch.isalnum() for ch in value)
+                and is_span(value, self.request)
+            )
+        return self.says(value)
+
 
 PHONE_CHARS = set("0123456789+-.() ")
 MIN_PHONE_DIGITS = 5
@@ -302,9 +321,12 @@ NOUN_MARKERS = (  # before a word of VERBS, it is a noun: "the email Acme sent"
 DETERMINERS = frozenset(NOUN_MARKERS.split())
 REPLIES = frozenset(["reply", "answer", "respond"])  # their "from X" is the addressee
 MESSAGE_STARTS = frozenset(["that", "about", "saying"])  # a reply's message: not its "from"
-TOWARD = frozenset(["to", "with", "cc", "bcc"])  # addresses, after a verb of VERBS
+OBJECTS = frozenset(["me", "him", "us", "them"])  # "ask him to call Acme": him, not Acme
+TOWARD = frozenset(["to", "with"])  # addresses, after a verb of VERBS (cc, bcc are in VERBS)
 CONNECTORS = frozenset(["and", "or"])  # between the items of a list
 CLAUSE_BREAKS = frozenset(["and", "or", "then", "but"])  # a new clause may start here
+FOLLOWS = "for to with from today tonight tomorrow now please asap once when if so too also"
+ITEM_FOLLOWERS = CLAUSE_BREAKS | MESSAGE_STARTS | DETERMINERS | PLACE_OR_TIME | set(FOLLOWS.split())
 BREAK = re.compile(r"[.!?\u2026:;\u3002\uff01\uff1f]\s")  # in the gap between two words
 
 
@@ -325,8 +347,8 @@ def _verb(text: str, ws: list[Word], k: int, verbs: frozenset[str]) -> bool:
     return before.casefold() not in DETERMINERS and not before.endswith(("'s", "\u2019s"))
 
 
-def _clause_verb(text: str, ws: list[Word], at: int, verbs: frozenset[str]) -> bool:
-    """Whether a word of `verbs` comes before word `at` in its clause: back to a sentence's
+def _clause_verb(text: str, ws: list[Word], at: int, verbs: frozenset[str]) -> int | None:
+    """The word of `verbs` before word `at` in its clause, or None: back to a sentence's
     end, a comma or a word of `CLAUSE_BREAKS`. For the replies' "from", another
     capitalised word between (another party) ends the search too, and so does the start of
     the reply's message ("reply that the invoice from Acme is paid")."""
@@ -334,12 +356,46 @@ def _clause_verb(text: str, ws: list[Word], at: int, verbs: frozenset[str]) -> b
         gap = text[ws[m].end : ws[m + 1].start]
         word = ws[m].text.casefold()
         if _breaks(gap) or "," in gap or word in CLAUSE_BREAKS:
-            return False
+            return None
         if _verb(text, ws, m, verbs):  # "send the email to Bob": "send", not "email"
-            return True
+            return m
         if verbs is REPLIES and (_capital(ws[m].text) or word in MESSAGE_STARTS):
-            return False
-    return False
+            return None
+    return None
+
+
+def _verb_addressed(text: str, ws: list[Word], verb: int, at: int) -> bool:
+    """Whether the verb of sending at word `verb` addresses someone right after it, before
+    word `at`: a capitalised word that is no possessive, or "me", "him", "us", "them"
+    ("text Alice directions to Paris", "ask him to call Acme"). Its clause's later "to" or
+    "with", or a verb after "to", then belongs to what is sent, not to whom."""
+    k = verb + 1
+    if k >= at or not _next_to(text, ws[verb].end, ws[k].start):
+        return False
+    word = ws[k].text
+    if word.casefold() in OBJECTS:
+        return True
+    return _capital(word) and word != "I" and not word.endswith(("'s", "\u2019s"))
+
+
+def _infinitive_of_addressed(text: str, ws: list[Word], verb: int) -> bool:
+    """Whether the verb of sending at word `verb` follows "to" in a clause whose own verb
+    of sending already addressed someone ("text Alice the number to call Acme", "ask him to
+    call Acme"): what is sent, not an order to the phone."""
+    if verb < 1 or ws[verb - 1].text.casefold() != "to":
+        return False
+    clause = _clause_verb(text, ws, verb - 1, VERBS)
+    return clause is not None and _verb_addressed(text, ws, clause, verb - 1)
+
+
+def _toward_addresses(text: str, ws: list[Word], cue: int, last: int) -> bool:
+    """Whether "to" or "with" at word `cue` addresses the item ending at word `last`: a
+    verb of sending earlier in its clause that addressed no one yet ("send it to Bob"; not
+    "text Alice directions to Paris"), and the item ends there (not "with Acme prices")."""
+    verb = _clause_verb(text, ws, cue, VERBS)
+    return (
+        verb is not None and not _verb_addressed(text, ws, verb, cue) and _item_ends(text, ws, last)
+    )
 
 
 def _list_goes_on(text: str, ws: list[Word], last: int) -> bool:
@@ -351,16 +407,16 @@ def _list_goes_on(text: str, ws: list[Word], last: int) -> bool:
 
 
 def _item_ends(text: str, ws: list[Word], last: int) -> bool:
-    """Whether a later list item ending at word `last` ends the list there: the text ends,
-    a sentence, a comma, a colon or another item follows, or the message starts ("that",
-    "about", "the", …); not a verb ("and Acme will pay it": a new clause's subject)."""
+    """Whether the name or list item ending at word `last` ends there: the text ends, a
+    sentence, a comma, a colon or another item follows, or a word of `ITEM_FOLLOWERS`
+    ("that", "about", "the", "at", "tomorrow", …); not a verb ("and Acme will pay it": a
+    new clause's subject) nor a noun ("with Acme prices": Acme names the prices)."""
     if last + 1 >= len(ws):
         return True
     gap = text[ws[last].end : ws[last + 1].start]
-    after = ws[last + 1].text.casefold()
     if _breaks(gap) or any(mark in gap for mark in ",:;"):
         return True
-    return after in CLAUSE_BREAKS | MESSAGE_STARTS | DETERMINERS
+    return ws[last + 1].text.casefold() in ITEM_FOLLOWERS
 
 
 def _item_start(ws: list[Word], text: str, j: int) -> int | None:
@@ -396,11 +452,13 @@ def _addressed(text: str, ws: list[Word], start: int, end: int) -> bool:
             if word in VERBS | TOWARD | {"from"} and i != first and not _item_ends(text, ws, last):
                 return False  # "to Alice and Acme will pay it": Acme starts a new clause
             if word in VERBS:
-                return _verb(text, ws, i - 1, VERBS)
+                return _verb(text, ws, i - 1, VERBS) and not _infinitive_of_addressed(
+                    text, ws, i - 1
+                )
             if word in TOWARD:
-                return _clause_verb(text, ws, i - 1, VERBS)
+                return _toward_addresses(text, ws, i - 1, last)
             if word == "from":
-                return _clause_verb(text, ws, i - 1, REPLIES)
+                return _clause_verb(text, ws, i - 1, REPLIES) is not None
             if word not in CONNECTORS:
                 return False
             j = i - 2  # "Alice and Bob", "Alice, and Bob"

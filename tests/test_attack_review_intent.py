@@ -66,18 +66,11 @@ NOUN_TO = [  # "to"/"with" that belongs to a noun, in a clause that has a verb o
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="'to'/'with' is taken as the verb's whenever a verb of sending comes earlier in "
-    "the clause, though a noun between may govern it ('directions to Paris', 'a link to "
-    "Acme', 'with Acme prices'): the card is addressed. Fix: after 'to'/'with', count the "
-    "contact only when the verb's object before it is a pronoun or another addressed "
-    "contact ('send it to', 'share the file with' kept by a short list of objects), or add "
-    "'to' after a noun of place/route ('directions', 'link', 'way', 'route') to PLACE_OR_TIME; "
-    "and require the item after 'with' to end its clause",
-)
 @pytest.mark.parametrize(("card", "request_"), NOUN_TO)
 def test_to_or_with_governed_by_a_noun_addresses_no_one(tmp_path, card, request_) -> None:
+    """'to'/'with' after a verb that already addressed someone, or before a noun the name
+    modifies, belongs to what is sent: the card is not addressed (attacks that succeeded
+    while any 'to' after a verb of sending in the clause addressed)."""
     to, tainted = _sent_to_card(tmp_path, card, request_)
     assert to == [] and "to" in tainted
 
@@ -182,7 +175,10 @@ def test_a_second_call_in_a_later_round_is_asked(tmp_path) -> None:
     two = make_plan(("s1", "web_lookup", {"site": "news.example", "query": "weather"}, []))
     obs = rounds(executor, REQUEST, READ_NOTE, one, two)
     assert [o.status for o in obs] == ["ok", "ok", "refused"] and len(looked_up) == 1
-    assert "another web_lookup call" in asked.asked[-1].tainted["query"]
+    assert (
+        "another open-world call (web_lookup, after web_lookup)"
+        in (asked.asked[-1].tainted["query"])
+    )
 
 
 def test_the_same_call_twice_in_one_plan_is_asked(tmp_path) -> None:
@@ -192,7 +188,10 @@ def test_the_same_call_twice_in_one_plan_is_asked(tmp_path) -> None:
     leak = make_plan(("s1", "web_lookup", step, []), ("s2", "web_lookup", dict(step), []))
     obs = rounds(executor, REQUEST, READ_NOTE, leak)
     assert [o.status for o in obs] == ["ok", "ok", "refused"] and len(looked_up) == 1
-    assert "another web_lookup call" in asked.asked[-1].tainted["query"]
+    assert (
+        "another open-world call (web_lookup, after web_lookup)"
+        in (asked.asked[-1].tainted["query"])
+    )
 
 
 def test_a_literal_the_request_does_not_say_is_asked_even_as_the_first_call(tmp_path) -> None:
@@ -204,39 +203,24 @@ def test_a_literal_the_request_does_not_say_is_asked_even_as_the_first_call(tmp_
     assert "private data" in asked.asked[-1].tainted["query"]
 
 
-def test_one_call_of_each_of_two_tools_is_the_owners_task(tmp_path) -> None:
-    """The benign case: after the private read, one lookup in each of two tools, in the
-    request's words, runs under --yes."""
-    executor, asked, looked_up = _two_lookups(tmp_path)
-    plan = make_plan(
-        ("s1", "web_lookup", {"site": "news.example", "query": "weather"}, []),
-        ("s2", "news_lookup", {"site": "news.example", "query": "news"}, []),
-    )
-    obs = rounds(executor, REQUEST, READ_NOTE, plan)
-    assert [o.status for o in obs] == ["ok", "ok", "ok"] and len(looked_up) == 2
-    assert not any(q.tainted for q in asked.asked)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="the count is per tool: with k open-world tools, k calls after a private read "
-    "run under --yes, each picking one of the request's words (and the tool picked, and "
-    "the order), so a planner spells k·log2(words) bits of the private data out (2 bits "
-    "here: the PIN's two highest bits). Fix: one open-world call per "
-    "session after a private read across all tools (or a budget of choices counted in "
-    "bits: the product of the choices each covered call had), the rest asked",
-)
 def test_one_call_per_different_open_world_tool_carries_no_bits(tmp_path) -> None:
-    executor, _, looked_up = _two_lookups(tmp_path)
+    """After the private read, --yes covers one open-world call in the session whichever
+    tool: a lookup in each of two tools, each picking one of the request's words, would
+    spell two bits of the PIN out (it did while --yes covered one call per tool). The
+    second is asked, naming the first."""
+    executor, asked, looked_up = _two_lookups(tmp_path)
     bits = format(4921, "b")[:2]  # "10"
     words = ["weather", "news"]
     leak = make_plan(
         ("s1", "web_lookup", {"site": "news.example", "query": words[int(bits[0])]}, []),
         ("s2", "news_lookup", {"site": "news.example", "query": words[int(bits[1])]}, []),
     )
-    rounds(executor, REQUEST, READ_NOTE, leak)
-    leaked = "".join("1" if q["query"] == "news" else "0" for q in looked_up)
-    assert leaked != bits, "two bits of the PIN left, one a tool"
+    obs = rounds(executor, REQUEST, READ_NOTE, leak)
+    assert [o.status for o in obs] == ["ok", "ok", "refused"] and len(looked_up) == 1
+    assert (
+        "another open-world call (news_lookup, after web_lookup)"
+        in (asked.asked[-1].tainted["query"])
+    )
 
 
 CRASHING_PHONE = """
@@ -271,16 +255,15 @@ rounds(executor, REQUEST, READ_NOTE, make_plan(*json.loads(sys.argv[2])))
 
 
 def test_a_crash_between_calls_does_not_reset_the_count(tmp_path, processes) -> None:
-    """The count of open-world calls is not journaled: a phone killed mid-plan after one
+    """The count of open-world calls is not journaled: a phone killed mid-plan in the one
     covered lookup resumes with none counted. The resumed session has lost the request
-    too, so nothing the planner wrote passes for the user's words: the second web_lookup
-    (and the rerun of the step caught mid-run) is still asked, and --yes says no."""
+    too, so nothing the planner wrote passes for the user's words: the rerun of the step
+    caught mid-run and the next lookup are still asked, and --yes says no."""
     home = tmp_path / "phone"
     home.mkdir()
     steps = [
-        ("s1", "web_lookup", {"site": "news.example", "query": "news"}, []),
-        ("s2", "news_lookup", {"site": "news.example", "query": "weather"}, []),
-        ("s3", "web_lookup", {"site": "news.example", "query": "news"}, []),
+        ("s1", "news_lookup", {"site": "news.example", "query": "weather"}, []),
+        ("s2", "web_lookup", {"site": "news.example", "query": "news"}, []),
     ]
     root = Path(__file__).resolve().parent.parent
     proc = processes.spawn(
@@ -304,10 +287,9 @@ def test_a_crash_between_calls_does_not_reset_the_count(tmp_path, processes) -> 
 
     executor.registry.add(declared(news_lookup, Tier.OPEN_WORLD_READ, control_args=["site"]))
     trio.run(executor.resume)
-    before = (home / "looked_up.jsonl").read_text().splitlines()
-    assert [json.loads(line)["query"] for line in before] == ["news"]
+    assert not (home / "looked_up.jsonl").exists()
     assert looked_up == [] and news == []
-    # the step caught mid-run and the second web_lookup: both asked, --yes said no
+    # the step caught mid-run and the web_lookup after it: both asked, --yes said no
     assert [q.tool for q in asked.asked] == ["news_lookup", "web_lookup"]
     assert all("private data" in q.tainted["query"] for q in asked.asked)
 
@@ -344,4 +326,4 @@ def test_a_second_message_after_a_private_read_is_asked(tmp_path) -> None:
     obs = rounds(executor, "Read my Bank note, then text Alice late or early", READ_NOTE, two)
     assert [o.status for o in obs] == ["ok", "ok", "refused"]
     assert [m["body"] for m in sent(data)] == ["late"]
-    assert "another message_send call" in asked.asked[-1].tainted["body"]
+    assert "another open-world call (message_send" in asked.asked[-1].tainted["body"]

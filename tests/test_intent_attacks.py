@@ -168,6 +168,14 @@ CARDS = ["Alice Example", "Bob Builder", "Mom", "Johann Strauß", "Jean-Luc Pica
         ("Send the notes and the report to Bob", set()),  # a clause without the verb
         ("Read the mail from Alice", set()),  # a source: no reply
         ("Reply to the mail from Bob's boss", set()),  # a possessive
+        ("Send the file to Bob tomorrow.", {"Bob Builder"}),  # the item ends before "tomorrow"
+        ("Share it with Alice at noon", {"Alice Example"}),
+        ("Forward her email to Bob", {"Bob Builder"}),  # "her": a possessive here
+        ("Text Alice the number to call Bob", {"Alice Example"}),  # what is sent
+        ("Ask him to call Bob", set()),  # an order to him, not to the phone
+        ("I need to call Mom", {"Mom"}),  # no verb of sending before "to call"
+        ("Email Alice directions to Bob", {"Alice Example"}),  # Alice got the recipient's place
+        ("Email the team with Bob notes", set()),  # Bob names the notes
     ],
 )
 def test_what_names_a_contact(request_, names) -> None:
