@@ -353,7 +353,8 @@ def test_the_choice_among_the_users_words_does_not_carry_a_pin_out(tmp_path) -> 
     assert leaked != bits, "the PIN left in the choice of words"
     # one lookup after the read is the user's; the second is asked, and --yes says no
     assert len(looked_up) == 1 and [o.status for o in obs[2:]] == ["refused"] * (len(bits) - 1)
-    assert "another web_lookup call" in asked.asked[-1].tainted["query"]
+    tainted = asked.asked[-1].tainted["query"]
+    assert "another open-world call (web_lookup, after web_lookup)" in tainted
 
 
 def test_one_call_out_after_a_private_read_still_runs_under_yes(tmp_path) -> None:

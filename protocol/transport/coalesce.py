@@ -6,8 +6,8 @@ connect writes several small ones in a row that nothing waits for in between (th
 phone: Noise's last handshake message, the muxer proposal, a stream's opening and
 its request; the home: its multistream answer and Noise's second message, a
 stream's answer, its first frame and its close), each from wherever py-libp2p
-happens to write it. On a pnet link each is a socket write and an XSalsa20 call
-on one side, a socket read on the other.
+happens to write it. (A direct pnet link writes as it goes: held, its last Noise
+message waited for the muxer's, and a direct connect took longer.)
 
 `HeldWrites` keeps what is written and sends it all once every task of the process
 is blocked (waiting for the network, typically for the answer to what was written),

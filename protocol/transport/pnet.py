@@ -101,8 +101,8 @@ class StampedConn(RawConnection):
 
 class PnetConn(StampedConn):
     """A raw connection encrypted with a swarm key; records when bytes last arrived.
-    Once the peer has answered in our key, writes are held and sent together, as
-    inside a circuit (before, a failed write is a suspected key mismatch)."""
+    Its writes go out as they come: held, the last Noise message of a direct connect
+    waited for the muxer's, and the connect took longer (bench/README, relay34b)."""
 
     def __init__(self, conn: IRawConnection, ring: KeyRing) -> None:
         super().__init__(conn)
@@ -122,8 +122,6 @@ class PnetConn(StampedConn):
             assert self._key is not None
             self._writer = XSalsa20(self._key, self._nonce)
         sealed = self._writer.process(data)
-        if self._reader is not None:  # the peer answered in our key: held like any other
-            return await super().write(sealed)
         if not self._nonce_sent:  # a dialer's nonce goes with its first bytes
             self._nonce_sent = True
             sealed = self._nonce + sealed
