@@ -296,91 +296,268 @@ def _said_at(text: str, ws: list[Word], start: int, end: int) -> bool:
     return True
 
 
-SENDING = (  # a contact right after one of these is addressed
+SENDING = (  # a verb of sending or speaking: its imperative addresses
     "text message sms mail email e-mail call phone ring dial ping tell ask notify inform "
     "remind invite contact reply answer respond write send forward share cc bcc thank dm pay"
 )
 VERBS = frozenset(SENDING.split())
-NOUN_MARKERS = (  # before a word of VERBS, it is a noun: "the email Acme sent"
-    "the a an my your his her its our their this that these those every each any no"
+REPLIES = frozenset(["reply", "answer", "respond"])  # "reply to the message from X"
+MESSAGES = "message mail email e-mail text note sms dm voicemail letter"
+LETTERS = frozenset(MESSAGES.split())  # what a reply's "from" may follow
+TOWARD = frozenset(["to", "with"])  # addresses, in an imperative's clause
+CONNECTORS = frozenset(["and", "or"])  # between the items of a list
+STARTERS = frozenset(["and", "or", "but", "then"])  # a new clause starts here
+SOFTENERS = frozenset(["also", "please", "pls", "just", "kindly"])  # "then please text Alice"
+ASKING = frozenset(["can", "could", "would", "will"])  # "Can you text Alice?"
+MODALS = ASKING | frozenset(["should", "shall", "must", "may", "might"])
+SUBJECTS = frozenset(["i", "we", "you", "he", "she", "they"])  # also as "I'm", "we'll", …
+OBJECTS = frozenset(["me", "him", "her", "us", "them", "you"])  # "text me the way"
+SAYING = (  # what follows one of these, to the sentence's end, is said, not sent to
+    "that saying about if whether so why how who what which where because when before "
+    "while after until once"
+)
+MESSAGE_STARTS = frozenset(SAYING.split())
+NOUN_MARKERS = (  # start a noun phrase: "text my sister the way", "the email Acme sent"
+    "the a an my your his her its our their this that these those every each any no some all both"
 )
 DETERMINERS = frozenset(NOUN_MARKERS.split())
-REPLIES = frozenset(["reply", "answer", "respond"])  # their "from X" is the addressee
-MESSAGE_STARTS = frozenset(["that", "about", "saying"])  # a reply's message: not its "from"
-OBJECTS = frozenset(["me", "him", "us", "them"])  # "ask him to call Acme": him, not Acme
-TOWARD = frozenset(["to", "with"])  # addresses, after a verb of VERBS (cc, bcc are in VERBS)
-CONNECTORS = frozenset(["and", "or"])  # between the items of a list
-CLAUSE_BREAKS = frozenset(["and", "or", "then", "but"])  # a new clause may start here
-FOLLOWS = "for to with from today tonight tomorrow now please asap once when if so too also"
-ITEM_FOLLOWERS = CLAUSE_BREAKS | MESSAGE_STARTS | DETERMINERS | PLACE_OR_TIME | set(FOLLOWS.split())
-BREAK = re.compile(r"[.!?\u2026:;\u3002\uff01\uff1f]\s")  # in the gap between two words
+BETWEEN = "of for from on in at by to with into onto over under near via through about per"
+PREPOSITIONS = frozenset(BETWEEN.split())  # a determiner after one starts no second object
+FOLLOWS = (  # may follow the item right after to/with/from: "to Bob tomorrow", "via email"
+    "for to with from at on in by via as until till since during near today tonight "
+    "tomorrow now asap too also again right quickly directly immediately soon later first "
+    "instead unchanged please pls thanks thank yes re regarding telling explaining asking"
+)
+FIRST_FOLLOWERS = STARTERS | MESSAGE_STARTS | DETERMINERS | frozenset(FOLLOWS.split())
+LATER_FOLLOWERS = DETERMINERS | frozenset(["that", "about", "saying"])  # "and Acme will": no
+JOINTS = set("./@_-:#~+")  # with no space: one token ("contract.txt", "notes/Bob")
+SENTENCE_BREAK = re.compile(r"[.!?\u2026]\s|[\u3002\uff01\uff1f\uff0e\uff61]")
+QUOTES_AND_COLONS = {"Pi", "Pf", "Ps", "Pd"}  # and ":", '"', "'": what opens a message
 
 
-def _breaks(gap: str) -> bool:
-    """Whether the text between two words ends a sentence: `.!?…:;` before a space or a
-    line break ("contract.txt" is one sentence)."""
-    return BREAK.search(gap) is not None or bool(LINE_BREAKS & set(gap))
+def _gap(text: str, ws: list[Word], k: int) -> str:
+    """The text between word `k - 1` and word `k`."""
+    return text[ws[k - 1].end : ws[k].start]
 
 
-def _verb(text: str, ws: list[Word], k: int, verbs: frozenset[str]) -> bool:
-    """Whether word `k` is a word of `verbs` used as a verb: not right after a determiner
-    or a possessive in its sentence ("the email Acme sent", "Bob's call with Acme")."""
-    if ws[k].text.casefold() not in verbs:
-        return False
-    if k == 0 or _breaks(text[ws[k - 1].end : ws[k].start]):
+def _space(gap: str) -> bool:
+    """Whether `gap` is spaces only, no line break."""
+    return gap.isspace() and not LINE_BREAKS & set(gap)
+
+
+def _joint(gap: str) -> bool:
+    """Whether `gap` joins two words into one token ("contract.txt", "alice@example")."""
+    return bool(gap) and set(gap) <= JOINTS
+
+
+def _flows(gap: str) -> bool:
+    """Whether a clause goes on over `gap`: spaces or a token's joint, no punctuation."""
+    return _space(gap) or _joint(gap)
+
+
+def _sentence_ends(gap: str) -> bool:
+    """Whether `gap` ends a sentence: `.!?…` before a space, a CJK full stop or a line
+    break ("contract.txt" is one sentence)."""
+    return SENTENCE_BREAK.search(gap) is not None or bool(LINE_BREAKS & set(gap))
+
+
+def _opens_message(gap: str) -> bool:
+    """Whether `gap` holds a colon, a quote, an opening bracket or a dash."""
+    return not _joint(gap) and any(
+        ch in ":\"'\uff1a" or unicodedata.category(ch) in QUOTES_AND_COLONS for ch in gap
+    )
+
+
+def _subject(word: str) -> bool:
+    """Whether `word` is a subject pronoun ("I", "we", "I'm", "she'll")."""
+    return word.casefold().replace("\u2019", "'").split("'")[0] in SUBJECTS
+
+
+def _starts(text: str, ws: list[Word], k: int) -> bool:
+    """Whether word `k` begins a clause, where a verb is an order to the phone: the
+    text's start, after punctuation, "and", "or", "but", "then" (not "I then"), "also",
+    "please" or "just" that do, or "can/could/would/will you" at a sentence's start."""
+    if k == 0:
         return True
-    before = ws[k - 1].text
-    return before.casefold() not in DETERMINERS and not before.endswith(("'s", "\u2019s"))
+    gap = _gap(text, ws, k)
+    if not _space(gap):
+        return not _joint(gap)
+    before = ws[k - 1].text.casefold()
+    if before in STARTERS - {"then"}:
+        return True
+    if before == "then":
+        after = k < 2 or not _space(_gap(text, ws, k - 1))
+        return after or not (_subject(ws[k - 2].text) or ws[k - 2].text.casefold() in MODALS)
+    if before in SOFTENERS:
+        return _starts(text, ws, k - 1)
+    return (
+        before == "you"
+        and k >= 2
+        and _space(_gap(text, ws, k - 1))
+        and ws[k - 2].text.casefold() in ASKING
+        and _opens_sentence(text, ws[k - 2].start)
+    )
 
 
-def _clause_verb(text: str, ws: list[Word], at: int, verbs: frozenset[str]) -> int | None:
-    """The word of `verbs` before word `at` in its clause, or None: back to a sentence's
-    end, a comma or a word of `CLAUSE_BREAKS`. For the replies' "from", another
-    capitalised word between (another party) ends the search too, and so does the start of
-    the reply's message ("reply that the invoice from Acme is paid")."""
-    for m in range(at - 1, -1, -1):
-        gap = text[ws[m].end : ws[m + 1].start]
-        word = ws[m].text.casefold()
-        if _breaks(gap) or "," in gap or word in CLAUSE_BREAKS:
+def _imperative(text: str, ws: list[Word], k: int) -> bool:
+    """Whether word `k` is a verb of `VERBS` as an order to the phone: the first word of
+    its clause (never after a subject, a modal, "to", a determiner or an adjective)."""
+    return ws[k].text.casefold() in VERBS and _starts(text, ws, k)
+
+
+def _infinitive(text: str, ws: list[Word], k: int) -> bool:
+    """Whether word `k` is "to" before a lower-case word that is no determiner or pronoun
+    ("to call", "to book": what someone else is to do)."""
+    if ws[k].text.casefold() != "to" or k + 1 >= len(ws) or not _space(_gap(text, ws, k + 1)):
+        return False
+    after = ws[k + 1].text
+    return unicodedata.category(after[0]) == "Ll" and after.casefold() not in DETERMINERS | OBJECTS
+
+
+def _in_message(text: str, ws: list[Word], first: int) -> bool:
+    """Whether word `first` stands in what an imperative earlier in its sentence says:
+    after a colon, a quote, a bracket, a dash, a message's start ("that", "if", "so", …)
+    or an infinitive ("text Alice: can you call Acme?", "tell Bob to read it and call
+    Acme")."""
+    opened = False
+    for m in range(first - 1, -1, -1):
+        gap = _gap(text, ws, m + 1)
+        if _sentence_ends(gap):
+            return False
+        opened = opened or _opens_message(gap)
+        if opened and _imperative(text, ws, m):
+            return True
+        if ws[m].text.casefold() in MESSAGE_STARTS or _infinitive(text, ws, m):
+            opened = True
+    return False
+
+
+def _ends_clause(word: str) -> bool:
+    return word.casefold() in STARTERS | MESSAGE_STARTS or _subject(word)
+
+
+def _clause_verb(text: str, ws: list[Word], cue: int) -> int | None:
+    """The imperative of `VERBS` that word `cue` ("to", "with") follows in its clause, or
+    None: back to punctuation, "and", "or", "but", "then", a message's start or a subject."""
+    for m in range(cue - 1, -1, -1):
+        if not _flows(_gap(text, ws, m + 1)):
             return None
-        if _verb(text, ws, m, verbs):  # "send the email to Bob": "send", not "email"
+        if _imperative(text, ws, m):
             return m
-        if verbs is REPLIES and (_capital(ws[m].text) or word in MESSAGE_STARTS):
+        if _ends_clause(ws[m].text):
             return None
     return None
 
 
-def _verb_addressed(text: str, ws: list[Word], verb: int, at: int) -> bool:
-    """Whether the verb of sending at word `verb` addresses someone right after it, before
-    word `at`: a capitalised word that is no possessive, or "me", "him", "us", "them"
-    ("text Alice directions to Paris", "ask him to call Acme"). Its clause's later "to" or
-    "with", or a verb after "to", then belongs to what is sent, not to whom."""
-    k = verb + 1
-    if k >= at or not _next_to(text, ws[verb].end, ws[k].start):
-        return False
-    word = ws[k].text
-    if word.casefold() in OBJECTS:
-        return True
-    return _capital(word) and word != "I" and not word.endswith(("'s", "\u2019s"))
+def _last_cue(text: str, ws: list[Word], cue: int) -> bool:
+    """Whether no other "to"/"with" (but an infinitive's "to") follows word `cue` in its
+    clause ("email the directions to Acme to Alice": only Alice)."""
+    for m in range(cue + 1, len(ws)):
+        if not _flows(_gap(text, ws, m)) or _ends_clause(ws[m].text):
+            return True
+        if ws[m].text.casefold() in TOWARD and not _infinitive(text, ws, m):
+            return False
+    return True
 
 
-def _infinitive_of_addressed(text: str, ws: list[Word], verb: int) -> bool:
-    """Whether the verb of sending at word `verb` follows "to" in a clause whose own verb
-    of sending already addressed someone ("text Alice the number to call Acme", "ask him to
-    call Acme"): what is sent, not an order to the phone."""
-    if verb < 1 or ws[verb - 1].text.casefold() != "to":
-        return False
-    clause = _clause_verb(text, ws, verb - 1, VERBS)
-    return clause is not None and _verb_addressed(text, ws, clause, verb - 1)
-
-
-def _toward_addresses(text: str, ws: list[Word], cue: int, last: int) -> bool:
-    """Whether "to" or "with" at word `cue` addresses the item ending at word `last`: a
-    verb of sending earlier in its clause that addressed no one yet ("send it to Bob"; not
-    "text Alice directions to Paris"), and the item ends there (not "with Acme prices")."""
-    verb = _clause_verb(text, ws, cue, VERBS)
+def _name_like(word: str) -> bool:
     return (
-        verb is not None and not _verb_addressed(text, ws, verb, cue) and _item_ends(text, ws, last)
+        _capital(word)
+        and word != "I"
+        and not _subject(word)
+        and not word.endswith(("'s", "\u2019s"))
+        and not any(ch.isdigit() for ch in word)
+    )
+
+
+def _object_before(text: str, ws: list[Word], verb: int, cue: int) -> bool:
+    """Whether the verb at word `verb` has an addressee (or an order) before word `cue`:
+    an infinitive ("ask my boss to book a meeting with"), or two objects ("text Alice
+    directions to", "text my sister the way to", "text me the way to"); one object
+    ("send them to", "send Q4 report to", "share Google Doc with") is what is sent."""
+    inside = range(verb + 1, cue)
+    if not inside:
+        return False
+    if any(_infinitive(text, ws, m) for m in inside):
+        return True
+    pronoun = ws[verb + 1].text.casefold()
+    if pronoun in OBJECTS and len(inside) > 1:  # "her email": hers, what is sent
+        return not (pronoun == "her" and len(inside) == 2 and _letter(ws[verb + 2].text))
+    if _name_like(ws[verb + 1].text):  # a run of capitalised tokens, then more words
+        m = verb + 2
+        while m < cue and (_joint(_gap(text, ws, m)) or _capital(ws[m].text)):
+            m += 1
+        if m < cue:
+            return True
+    return any(
+        ws[m].text.casefold() in DETERMINERS and ws[m - 1].text.casefold() not in PREPOSITIONS
+        for m in inside[1:]
+    )
+
+
+def _letter(word: str) -> bool:
+    return word.casefold() in LETTERS
+
+
+def _first_ends(text: str, ws: list[Word], last: int) -> bool:
+    """Whether the item right after to/with/from ends at word `last`: the text ends,
+    punctuation, a subject or a word of `FIRST_FOLLOWERS` follows ("to Bob tomorrow",
+    "via email", "that …"; not "with Acme prices": Acme names the prices)."""
+    if last + 1 >= len(ws) or not _space(_gap(text, ws, last + 1)):
+        return True
+    after = ws[last + 1].text
+    return after.casefold() in FIRST_FOLLOWERS or _subject(after)
+
+
+def _later_ends(text: str, ws: list[Word], last: int) -> bool:
+    """Whether a later list item ends at word `last`: the text ends, punctuation,
+    "that", "about", "saying" or a determiner follows, or "and"/"or" before another
+    capitalised item (not "and Acme tomorrow will pay it": a new clause's subject)."""
+    if last + 1 >= len(ws) or not _space(_gap(text, ws, last + 1)):
+        return True
+    after = ws[last + 1].text.casefold()
+    if after in LATER_FOLLOWERS:
+        return True
+    return (
+        after in CONNECTORS
+        and last + 2 < len(ws)
+        and _space(_gap(text, ws, last + 2))
+        and _capital(ws[last + 2].text)
+    )
+
+
+def _toward(text: str, ws: list[Word], cue: int, last: int) -> bool:
+    """Whether "to"/"with" at word `cue` addresses the item ending at word `last`: the
+    last such cue of an imperative's clause, whose verb has no addressee before it, and
+    the item ends there."""
+    verb = _clause_verb(text, ws, cue)
+    return (
+        verb is not None
+        and _last_cue(text, ws, cue)
+        and not _object_before(text, ws, verb, cue)
+        and _first_ends(text, ws, last)
+    )
+
+
+def _reply_from(text: str, ws: list[Word], cue: int, last: int) -> bool:
+    """Whether "from" at word `cue` names whom a reply goes to: "reply/answer/respond to
+    the|my [up to 3 lower-case words] message|mail|email|text|note|… from X", nothing else
+    ("reply to my boss with the quote from Acme": Acme is no party)."""
+    if cue < 4 or not _letter(ws[cue - 1].text):
+        return False
+    k = cue - 2
+    while k >= 0 and ws[k].text.casefold() not in ("the", "my"):
+        word = ws[k].text
+        if cue - 2 - k >= 3 or unicodedata.category(word[0]) != "Ll" or word in TOWARD:
+            return False
+        k -= 1
+    return (
+        k >= 2
+        and ws[k - 1].text.casefold() == "to"
+        and ws[k - 2].text.casefold() in REPLIES
+        and _imperative(text, ws, k - 2)
+        and all(_space(_gap(text, ws, m)) for m in range(k - 1, cue + 1))
+        and _first_ends(text, ws, last)
     )
 
 
@@ -388,21 +565,8 @@ def _list_goes_on(text: str, ws: list[Word], last: int) -> bool:
     """Whether another list item follows word `last`: a comma, "and" or "or" next."""
     if last + 1 >= len(ws):
         return False
-    gap = text[ws[last].end : ws[last + 1].start].strip()
+    gap = _gap(text, ws, last + 1).strip()
     return gap == "," or (gap == "" and ws[last + 1].text.casefold() in CONNECTORS)
-
-
-def _item_ends(text: str, ws: list[Word], last: int) -> bool:
-    """Whether the name or list item ending at word `last` ends there: the text ends, a
-    sentence, a comma, a colon or another item follows, or a word of `ITEM_FOLLOWERS`
-    ("that", "about", "the", "at", "tomorrow", …); not a verb ("and Acme will pay it": a
-    new clause's subject) nor a noun ("with Acme prices": Acme names the prices)."""
-    if last + 1 >= len(ws):
-        return True
-    gap = text[ws[last].end : ws[last + 1].start]
-    if _breaks(gap) or any(mark in gap for mark in ",:;"):
-        return True
-    return ws[last + 1].text.casefold() in ITEM_FOLLOWERS
 
 
 def _item_start(ws: list[Word], text: str, j: int) -> int | None:
@@ -420,38 +584,35 @@ def _item_start(ws: list[Word], text: str, j: int) -> int | None:
 
 
 def _addressed(text: str, ws: list[Word], start: int, end: int) -> bool:
-    """Whether the name said at `text[start:end]` is addressed (see the module): after a
-    verb of `VERBS`, or "to"/"with" in such a verb's clause, or a reply's "from", itself or
-    as an item of a list that is."""
+    """Whether the name said at `text[start:end]` is addressed (see the module): right
+    after an imperative of `VERBS`, or after the last "to"/"with" of such an imperative's
+    clause, or after a reply's "from", itself or as an item of a list that is; never in
+    what an imperative says."""
     first = next(i for i, w in enumerate(ws) if w.start == start)
     last = next(i for i, w in enumerate(ws) if w.start < end <= w.end)
-    if end != ws[last].end:
-        return False  # a possessive: a topic or a source, not a recipient
-    i = first
-    while i > 0:
-        prev = ws[i - 1]
-        gap = text[prev.end : ws[i].start]
-        word = prev.text.casefold()
-        if _breaks(gap):
-            return False
-        if not gap.strip():
-            if word in VERBS | TOWARD | {"from"} and i != first and not _item_ends(text, ws, last):
-                return False  # "to Alice and Acme will pay it": Acme starts a new clause
+    if end != ws[last].end or _in_message(text, ws, first):
+        return False  # a possessive (a topic or a source), or a part of a message
+    item_first, item_last, later = first, last, False
+    while item_first > 0:
+        i = item_first
+        gap = _gap(text, ws, i)
+        word = ws[i - 1].text.casefold()
+        if later and not _later_ends(text, ws, last):
+            return False  # "to Alice and Acme tomorrow will pay it": a new clause
+        if _space(gap):
             if word in VERBS:
-                return _verb(text, ws, i - 1, VERBS) and not _infinitive_of_addressed(
-                    text, ws, i - 1
-                )
+                return _imperative(text, ws, i - 1)
             if word in TOWARD:
-                return _toward_addresses(text, ws, i - 1, last)
+                return _toward(text, ws, i - 1, item_last)
             if word == "from":
-                return _clause_verb(text, ws, i - 1, REPLIES) is not None
+                return _reply_from(text, ws, i - 1, item_last)
             if word not in CONNECTORS:
                 return False
             j = i - 2  # "Alice and Bob", "Alice, and Bob"
-            if j >= 0 and text[ws[j].end : prev.start].strip() not in ("", ","):
+            if j < 0 or _gap(text, ws, i - 1).strip() not in ("", ","):
                 return False
-        elif gap.strip() in (",", "&"):
-            if i == first and gap.strip() == "," and not _list_goes_on(text, ws, last):
+        elif gap.strip() in (",", "&") and not LINE_BREAKS & set(gap):
+            if not later and gap.strip() == "," and not _list_goes_on(text, ws, last):
                 return False  # "tell Alice, Acme closed early"
             j = i - 1
         else:
@@ -459,7 +620,7 @@ def _addressed(text: str, ws: list[Word], start: int, end: int) -> bool:
         item = _item_start(ws, text, j)
         if item is None:
             return False
-        i = item
+        item_first, item_last, later = item, j, True
     return False
 
 
