@@ -59,40 +59,65 @@ it), is *said* in the request. Said means an occurrence that is
 - overlapping no occurrence that says another contact ("Mom's work" says neither the
   card "Mom" nor the card "Mom's work" when both exist).
 
-A contact said counts only where the request *addresses* it: a message, a call or
-something shared goes to it. An occurrence (not before a possessive "'s": "Acme's news"
-is a topic, so is "Alice's number") is addressed when, within its sentence (no `.!?…:;`
-before a space, no line break between), the word right before it is
+A contact said counts only where the request *addresses* it: the request orders the
+phone to send, call or share to it. Words are split by punctuation: any Unicode
+punctuation between two words (a comma, a colon, a dash, a bracket, a quote; full-width,
+ideographic and Arabic ones too) ends a *clause*, and `.!?…` before a space, a CJK full
+stop (with or without a space) or a line break ends a *sentence*; only `./@_` with no
+space around them join two words into one token ("contract.txt", "notes/Bob"). An
+occurrence (not before a possessive "'s": "Acme's news" is a topic, so is "Alice's
+number") is addressed when it is not in a *message*, is not followed by a past tense of `DID`
+("the mail Acme sent", "and email Acme sent": a subject), and
 
-- a verb of sending or speaking in `VERBS` ("text Alice", "call Mom", "email Bob",
-  "tell", "ask", "invite", "share", "send", "forward", "reply", "pay", …), used as a
-  verb: not right after a determiner ("the", "a", "my", "this", … in `DETERMINERS`) or
-  a possessive, where it is a noun ("the email Acme sent", "the call with Acme"), nor
-  after "to" in a clause whose verb of sending already addressed someone ("text Alice
-  the number to call Acme", "ask him to call Acme": what is sent, or an order to him); or
-- "to" or "with", with such a verb earlier in the same clause (no comma, "and", "or",
-  "then" or "but" between) that addressed no one yet, right after it: a capitalised word
-  or "me", "him", "us", "them" ("send it to Bob", "share the file with Alice"; not "text
-  Alice directions to Paris", "text me the way to Paris", "go to Acme", "compare it with
-  Acme", "send the notes and the report to Bob": a clause that starts at "and", one
-  confirmation), where the name ends its item: the text, its sentence or clause ends, or
-  a word of `ITEM_FOLLOWERS` follows ("to Bob tomorrow", "with Alice at noon"; not "with
-  Acme prices", where Acme names the prices); or
-- "from", with "reply", "answer" or "respond" earlier in the same clause and no other
-  capitalised word, nor "that", "about" or "saying", between ("reply to the last message
-  from Alice"; not "read the news from Acme", "reply to Bob with the news from Acme" or
-  "reply that the invoice from Acme is paid");
+- the word right before it is an *imperative* of a verb of sending or speaking in
+  `VERBS` ("text", "call", "email", "tell", "ask", "invite", "share", "send", "forward",
+  "reply", "pay", …): the first word of its clause (the text's start, after punctuation,
+  after "and", "or", "but" or "then" — not "I then" or "will then" — or after "also",
+  "please", "just" that themselves stand there), or after "can/could/would/will you" at
+  a sentence's start ("Can you please text Alice"). A verb after a subject, a modal,
+  "to", a determiner or an adjective is none ("I will call Acme", "have Bob call Acme",
+  "ask her to call Acme", "I need to call Mom", "the last email Acme sent", "the voice
+  message Acme left"); or
+- the word right before it is "to" or "with", the last such word of an imperative's
+  clause (not counting an infinitive's "to"; the clause runs back to punctuation, "and",
+  "or", "but", "then", a message's start or a subject pronoun: "email the directions to
+  Acme to Alice" addresses Alice only; "send the notes and the report to Bob" no one),
+  where the verb has no addressee before it: no infinitive ("ask my assistant to book a
+  meeting with Acme"), no pronoun me, him, her, us, them or you before more words ("text
+  me the way to Paris"; but "send them to Alice", and "her" before a word of `LETTERS`
+  is hers: "forward her email to Bob"), no capitalised name before more words ("text
+  Alice directions to Paris"; but "send Q4 report to Alice", "share Google Doc with
+  Alice": a word with a digit or only capitalised words is what is sent), no determiner
+  after its first word but after a preposition ("text my sister the way to Paris",
+  "email the team our trip to Acme"; but "share contract.txt on the drive with Alice");
+  and the name ends its item: the text ends, punctuation, a subject pronoun ("to Alice
+  I'm late") or a word of `FIRST_FOLLOWERS` follows (and, then, that, who, the, at,
+  tomorrow, via, as, right, quickly, again, re, pls, telling, …; not "with Acme
+  prices", where Acme names the prices); or
+- the word right before it is "from" in exactly "reply/answer/respond to the|my [up to
+  three lower-case words] message|mail|email|text|note|… from X", the reply an
+  imperative and only spaces between ("reply to the last message from Alice"; not
+  "reply to my boss with the quote from Acme", "reply to my boss re the offer from
+  Acme", "read the news from Acme");
 
-or the occurrence is an item of a list whose first item is so addressed: items are runs
-of capitalised words, separated by "and", "or", "&" or a comma ("email Alice and Bob",
-"text Alice, Bob, and Mom"); an item after a comma alone must be followed by another
-(", " or "and"/"or"), so "tell Alice, Acme closed early" does not address Acme; and a
-later item must end its item as above, so in "forward it to Alice and Acme will pay it"
-Acme starts a new clause and is not addressed. Anything
-else (a source, "from Acme"; a topic, "about Acme", "the Acme report"; a place; a
-possessive) names no recipient: the card's entries count only for the contacts the
-request addresses. A contact addressed in words these rules miss ("let Alice know",
-"my boss and Bob") costs one confirmation.
+or it is a later item of a list whose first item is so addressed: items are runs of
+capitalised words, separated by "and", "or", "&" or a comma ("email Alice and Bob",
+"text Alice, Bob, and Mom"); an item after a comma alone must be followed by another, so
+"tell Alice, Acme closed early" does not address Acme; and a later item must end there:
+the text ends, punctuation, "that", "about", "saying" or a determiner follows, or "and"
+or "or" before another capitalised word ("forward it to Alice and Acme tomorrow will pay
+it": Acme starts a new clause).
+
+A *message* is what an imperative of `VERBS` says: the rest of its sentence after a
+colon, a quote, an opening bracket or a dash, after a message's start (that, saying,
+about, if, whether, so, why, how, who, what, which, where, because, when, before, while,
+after, until, once) or after an infinitive ("to call"): "text Alice: can you call
+Acme?", 'text Alice "call Acme"', "send the report to Bob before we go to Acme", "tell
+Bob to read it and call Acme" address Alice and Bob only. So a name in quotes is never
+addressed. Anything else (a source, "from Acme"; a topic, "about Acme", "the Acme
+report"; a place; a possessive) names no recipient. A contact addressed in words these
+rules miss ("let Alice know", "send it to Bob with the notes", "my boss and Bob", "I need
+to call Mom") costs one confirmation: when in doubt the rule says no.
 
 That contact's phone numbers and e-mail addresses, as the phone's own contacts hold
 them, count as the user's words ("text Alice": Alice's number), each only when it has
@@ -330,7 +355,9 @@ FOLLOWS = (  # may follow the item right after to/with/from: "to Bob tomorrow", 
 )
 FIRST_FOLLOWERS = STARTERS | MESSAGE_STARTS | DETERMINERS | frozenset(FOLLOWS.split())
 LATER_FOLLOWERS = DETERMINERS | frozenset(["that", "about", "saying"])  # "and Acme will": no
-JOINTS = set("./@_-:#~+")  # with no space: one token ("contract.txt", "notes/Bob")
+JOINTS = set("./@_")  # with no space: one token ("contract.txt", "notes/Bob")
+DONE = "sent wrote left said posted forwarded shared mailed emailed texted replied called asked"
+DID = frozenset(DONE.split())  # after a name: its subject ("the mail Acme sent")
 SENTENCE_BREAK = re.compile(r"[.!?\u2026]\s|[\u3002\uff01\uff1f\uff0e\uff61]")
 QUOTES_AND_COLONS = {"Pi", "Pf", "Ps", "Pd"}  # and ":", '"', "'": what opens a message
 
@@ -592,6 +619,8 @@ def _addressed(text: str, ws: list[Word], start: int, end: int) -> bool:
     last = next(i for i, w in enumerate(ws) if w.start < end <= w.end)
     if end != ws[last].end or _in_message(text, ws, first):
         return False  # a possessive (a topic or a source), or a part of a message
+    if last + 1 < len(ws) and ws[last + 1].text.casefold() in DID:
+        return False  # "and email Acme sent": a subject, whatever came before
     item_first, item_last, later = first, last, False
     while item_first > 0:
         i = item_first

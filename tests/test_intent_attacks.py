@@ -176,6 +176,17 @@ CARDS = ["Alice Example", "Bob Builder", "Mom", "Johann Strauß", "Jean-Luc Pica
         ("I need to call Mom", set()),  # after a subject and "to": no order to the phone
         ("Email Alice directions to Bob", {"Alice Example"}),  # Alice got the recipient's place
         ("Email the team with Bob notes", set()),  # Bob names the notes
+        # only an imperative addresses; what it says addresses no one
+        ("Can you please text Alice that I'm late?", {"Alice Example"}),
+        ("I will then call Mom", set()),  # after a subject and a modal
+        ("Bob and Mom call Alice", set()),  # after a subject
+        ("Tell Bob to read it and call Mom", {"Bob Builder"}),  # the order to Bob goes on
+        ("Text Alice (call Mom)", {"Alice Example"}),  # a bracket opens what is said
+        ("Text Alice \u2014 call Mom", {"Alice Example"}),  # so does a dash
+        ("Text Alice\uff1a call Mom", set()),  # a full-width colon (Alice: no span before it)
+        ("Text her directions to Bob", set()),  # her: the addressee, before a second object
+        ("Send it to Bob with the notes", set()),  # only the last to/with of a clause
+        ("Read my texts and mail Bob sent today", set()),  # Bob: a subject
     ],
 )
 def test_what_names_a_contact(request_, names) -> None:
