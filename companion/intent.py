@@ -64,7 +64,9 @@ phone to send, call or share to it. Words are split by punctuation: any Unicode
 punctuation between two words (a comma, a colon, a dash, a bracket, a quote; full-width,
 ideographic and Arabic ones too) ends a *clause*, and `.!?…` before a space, a CJK full
 stop (with or without a space) or a line break ends a *sentence*; only `./@_` with no
-space around them join two words into one token ("contract.txt", "notes/Bob"). An
+space around them join two words into one token ("contract.txt", "notes/Bob"), but a
+period before a capital letter ends a sentence ("Bob.Go to Acme"; "Bob.go to Acme", one
+token, is the one typo the clause cannot see through). An
 occurrence (not before a possessive "'s": "Acme's news" is a topic, so is "Alice's
 number") is addressed when it is not in a *message*, is not followed by a past tense of `DID`
 ("the mail Acme sent", "and email Acme sent": a subject), and
@@ -377,9 +379,17 @@ def _joint(gap: str) -> bool:
     return bool(gap) and set(gap) <= JOINTS
 
 
-def _flows(gap: str) -> bool:
-    """Whether a clause goes on over `gap`: spaces or a token's joint, no punctuation."""
-    return _space(gap) or _joint(gap)
+def _joined(text: str, ws: list[Word], k: int) -> bool:
+    """Whether word `k` goes on the token of the word before it: a joint, but a period
+    before a capital letter ("Bob.Go to Acme": a sentence's end, however typed)."""
+    gap = _gap(text, ws, k)
+    return _joint(gap) and not ("." in gap and _capital(ws[k].text))
+
+
+def _flows(text: str, ws: list[Word], k: int) -> bool:
+    """Whether a clause goes on from word `k - 1` to word `k`: spaces or a token's joint,
+    no punctuation."""
+    return _space(_gap(text, ws, k)) or _joined(text, ws, k)
 
 
 def _sentence_ends(gap: str) -> bool:
@@ -406,9 +416,8 @@ def _starts(text: str, ws: list[Word], k: int) -> bool:
     "please" or "just" that do, or "can/could/would/will you" at a sentence's start."""
     if k == 0:
         return True
-    gap = _gap(text, ws, k)
-    if not _space(gap):
-        return not _joint(gap)
+    if not _space(_gap(text, ws, k)):
+        return not _joined(text, ws, k)
     before = ws[k - 1].text.casefold()
     if before in STARTERS - {"then"}:
         return True
@@ -467,7 +476,7 @@ def _clause_verb(text: str, ws: list[Word], cue: int) -> int | None:
     """The imperative of `VERBS` that word `cue` ("to", "with") follows in its clause, or
     None: back to punctuation, "and", "or", "but", "then", a message's start or a subject."""
     for m in range(cue - 1, -1, -1):
-        if not _flows(_gap(text, ws, m + 1)):
+        if not _flows(text, ws, m + 1):
             return None
         if _imperative(text, ws, m):
             return m
@@ -480,7 +489,7 @@ def _last_cue(text: str, ws: list[Word], cue: int) -> bool:
     """Whether no other "to"/"with" (but an infinitive's "to") follows word `cue` in its
     clause ("email the directions to Acme to Alice": only Alice)."""
     for m in range(cue + 1, len(ws)):
-        if not _flows(_gap(text, ws, m)) or _ends_clause(ws[m].text):
+        if not _flows(text, ws, m) or _ends_clause(ws[m].text):
             return True
         if ws[m].text.casefold() in TOWARD and not _infinitive(text, ws, m):
             return False
@@ -512,7 +521,7 @@ def _object_before(text: str, ws: list[Word], verb: int, cue: int) -> bool:
         return not (pronoun == "her" and len(inside) == 2 and _letter(ws[verb + 2].text))
     if _name_like(ws[verb + 1].text):  # a run of capitalised tokens, then more words
         m = verb + 2
-        while m < cue and (_joint(_gap(text, ws, m)) or _capital(ws[m].text)):
+        while m < cue and (_joined(text, ws, m) or _capital(ws[m].text)):
             m += 1
         if m < cue:
             return True

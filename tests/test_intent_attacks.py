@@ -187,6 +187,7 @@ CARDS = ["Alice Example", "Bob Builder", "Mom", "Johann Strauß", "Jean-Luc Pica
         ("Text her directions to Bob", set()),  # her: the addressee, before a second object
         ("Send it to Bob with the notes", set()),  # only the last to/with of a clause
         ("Read my texts and mail Bob sent today", set()),  # Bob: a subject
+        ("Send it to Bob.Go to Mom now", set()),  # a period before a capital, no space
     ],
 )
 def test_what_names_a_contact(request_, names) -> None:
