@@ -68,18 +68,18 @@ space around them join two words into one token ("contract.txt", "notes/Bob"), b
 period before a capital letter ends a sentence ("Bob.Go to Acme"; "Bob.go to Acme", one
 token, is the one typo the clause cannot see through). An
 occurrence (not before a possessive "'s": "Acme's news" is a topic, so is "Alice's
-number") is addressed when it is not in a *message*, is not followed by a past tense of `DID`
-("the mail Acme sent", "and email Acme sent": a subject), and
+number") is addressed when it is not in a *message*, is not followed by a past tense
+of `DID` ("the mail Acme sent", "and email Acme sent": a subject), and
 
 - the word right before it is an *imperative* of a verb of sending or speaking in
   `VERBS` ("text", "call", "email", "tell", "ask", "invite", "share", "send", "forward",
   "reply", "pay", …): the first word of its clause (the text's start, after punctuation,
-  after "and", "or", "but" or "then" — not "I then" or "will then" — or after "also",
-  "please", "just" that themselves stand there), or after "can/could/would/will you" at
-  a sentence's start ("Can you please text Alice"). A verb after a subject, a modal,
-  "to", a determiner or an adjective is none ("I will call Acme", "have Bob call Acme",
-  "ask her to call Acme", "I need to call Mom", "the last email Acme sent", "the voice
-  message Acme left"); or
+  after "and", "or", "but" or "then" — not "I then" or "will then" — or after a word of
+  `SOFTENERS`, "please", "just", "now", … that itself stands there), or after
+  "can/could/would/will you" at a sentence's start ("Can you please text Alice"). A
+  verb after a subject, a modal, "to", a determiner or an adjective is none ("I will
+  call Acme", "have Bob call Acme", "ask her to call Acme", "I need to call Mom", "the
+  last email Acme sent", "the voice message Acme left"); or
 - the word right before it is "to" or "with", the last such word of an imperative's
   clause (not counting an infinitive's "to"; the clause runs back to punctuation, "and",
   "or", "but", "then", a message's start or a subject pronoun: "email the directions to
@@ -97,8 +97,9 @@ number") is addressed when it is not in a *message*, is not followed by a past t
   tomorrow, via, as, right, quickly, again, re, pls, telling, …; not "with Acme
   prices", where Acme names the prices); or
 - the word right before it is "from" in exactly "reply/answer/respond to the|my [up to
-  three lower-case words] message|mail|email|text|note|… from X", the reply an
-  imperative and only spaces between ("reply to the last message from Alice"; not
+  three describing words: lower case, no possessive, no preposition, not "re"]
+  message|mail|email|text|note|… from X", the reply an imperative and only spaces
+  between ("reply to the last message from Alice"; not
   "reply to my boss with the quote from Acme", "reply to my boss re the offer from
   Acme", "read the news from Acme");
 
@@ -329,12 +330,14 @@ SENDING = (  # a verb of sending or speaking: its imperative addresses
 )
 VERBS = frozenset(SENDING.split())
 REPLIES = frozenset(["reply", "answer", "respond"])  # "reply to the message from X"
-MESSAGES = "message mail email e-mail text note sms dm voicemail letter"
+MESSAGES = "message mail email e-mail text note sms dm voicemail letter messages mails emails texts"
+MAX_DESCRIBING = 3  # words between "the"/"my" and the message a reply answers
 LETTERS = frozenset(MESSAGES.split())  # what a reply's "from" may follow
 TOWARD = frozenset(["to", "with"])  # addresses, in an imperative's clause
 CONNECTORS = frozenset(["and", "or"])  # between the items of a list
 STARTERS = frozenset(["and", "or", "but", "then"])  # a new clause starts here
-SOFTENERS = frozenset(["also", "please", "pls", "just", "kindly"])  # "then please text Alice"
+SOFTENING = "also please pls just kindly now first next finally quickly immediately"
+SOFTENERS = frozenset(SOFTENING.split())  # "then please text Alice", "now call Mom"
 ASKING = frozenset(["can", "could", "would", "will"])  # "Can you text Alice?"
 MODALS = ASKING | frozenset(["should", "shall", "must", "may", "might"])
 SUBJECTS = frozenset(["i", "we", "you", "he", "she", "they"])  # also as "I'm", "we'll", …
@@ -412,8 +415,8 @@ def _subject(word: str) -> bool:
 
 def _starts(text: str, ws: list[Word], k: int) -> bool:
     """Whether word `k` begins a clause, where a verb is an order to the phone: the
-    text's start, after punctuation, "and", "or", "but", "then" (not "I then"), "also",
-    "please" or "just" that do, or "can/could/would/will you" at a sentence's start."""
+    text's start, after punctuation, "and", "or", "but", "then" (not "I then"), a word of
+    `SOFTENERS` that does, or "can/could/would/will you" at a sentence's start."""
     if k == 0:
         return True
     if not _space(_gap(text, ws, k)):
@@ -575,16 +578,26 @@ def _toward(text: str, ws: list[Word], cue: int, last: int) -> bool:
     )
 
 
+def _describes(word: str) -> bool:
+    """Whether `word` may describe the message a reply answers ("last", "unread"): lower
+    case, no possessive, no preposition nor a message's start ("re", "on", "about")."""
+    plain = word.casefold()
+    return (
+        unicodedata.category(word[0]) == "Ll"
+        and not plain.endswith(("'s", "\u2019s"))
+        and plain not in PREPOSITIONS | MESSAGE_STARTS | {"re", "regarding"}
+    )
+
+
 def _reply_from(text: str, ws: list[Word], cue: int, last: int) -> bool:
     """Whether "from" at word `cue` names whom a reply goes to: "reply/answer/respond to
-    the|my [up to 3 lower-case words] message|mail|email|text|note|… from X", nothing else
+    the|my [up to 3 describing words] message|mail|email|text|note|… from X", nothing else
     ("reply to my boss with the quote from Acme": Acme is no party)."""
     if cue < 4 or not _letter(ws[cue - 1].text):
         return False
     k = cue - 2
     while k >= 0 and ws[k].text.casefold() not in ("the", "my"):
-        word = ws[k].text
-        if cue - 2 - k >= 3 or unicodedata.category(word[0]) != "Ll" or word in TOWARD:
+        if cue - 2 - k >= MAX_DESCRIBING or not _describes(ws[k].text):
             return False
         k -= 1
     return (
