@@ -188,6 +188,9 @@ CARDS = ["Alice Example", "Bob Builder", "Mom", "Johann Strauß", "Jean-Luc Pica
         ("Send it to Bob with the notes", set()),  # only the last to/with of a clause
         ("Read my texts and mail Bob sent today", set()),  # Bob: a subject
         ("Send it to Bob.Go to Mom now", set()),  # a period before a capital, no space
+        ("Reply to my boss re email from Bob", set()),  # no "re" before a reply's message
+        ("Reply to the last unread message from Bob", {"Bob Builder"}),
+        ("Now text Alice, then please call Mom", {"Alice Example", "Mom"}),
     ],
 )
 def test_what_names_a_contact(request_, names) -> None:
