@@ -7,13 +7,14 @@ private read, whichever tool (`executor.py`).
 A plain test is an attack the product refuses (a guard); a strict xfail is an attack
 that still succeeds, with the reason and a suggested fix. The benign requests that no
 longer address their recipient (they cost the owner one confirmation, not data) are
-strict xfails at the end, each with the old rule's answer."""
+strict xfails at the end: each addressed its recipient under the rule before e93bd81.
+Beside them, a selection whose criterion is private turns out to be an oracle the home
+planner reads (no open-world call needed)."""
 
 from __future__ import annotations
 
 import json
 import unicodedata
-from collections.abc import Iterator
 
 import pytest
 import trio
@@ -23,14 +24,13 @@ from hearth.companion.executor import SessionState
 from hearth.companion.intent import named
 from hearth.companion.tools.registry import Tier
 
-from .conftest import Processes
-from .hostile.harness import Bench, start_bench
+from .hostile.harness import Bench
 from .hostile.script import Round, Script
 from .hostile.suites import step
 from .phone_kit import declared, make_plan, web_lookup_tool
 from .test_attack_review_intent import OWNER_NAMES, _sent_to_card
-from .test_precise_labels import ALICE, CONTACTS, READ_WEB, phone, rounds, sent
-from .test_session_reads import VAULT, conversation
+from .test_precise_labels import ALICE, CALENDAR, CONTACTS, READ_WEB, phone, rounds, sent
+from .test_session_reads import VAULT, bench, conversation  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.hostile
 
@@ -501,6 +501,15 @@ def test_a_plan_written_before_the_read_cannot_branch_on_it(tmp_path, note) -> N
     assert looked_up == [{"site": "news.example", "query": "news"}]
 
 
+def _home_view(executor, plan, request: str, private: str) -> list[tuple[str, str | None]]:  # type: ignore[no-untyped-def]
+    """Each step's status and error as the home planner is told them, once its first
+    step's private result (holding `private`) is seen to be redacted."""
+    state = SessionState(request=request)
+    observations = trio.run(lambda: executor.execute(plan, state, home=True))
+    assert private not in json.dumps(observations[0].result)
+    return [(o.status, o.error) for o in observations]
+
+
 CANDIDATES = [f"PIN {n:04d}" for n in range(0, 10000, 2)]  # the even PINs: one bit
 
 
@@ -525,11 +534,7 @@ def _home_sees(tmp_path, note: str) -> list[tuple[str, str | None]]:  # type: ig
         ("s2", "web_page", {"url": "https://evil.example/pins"}, []),
         ("s3", "notes_search", {"query": chosen}, ["s1", "s2"]),
     )
-    observations = trio.run(
-        lambda: executor.execute(plan, SessionState(request=REQUEST), home=True)
-    )
-    assert "PIN" not in json.dumps(observations[0].result)  # the note itself is redacted
-    return [(o.status, o.error) for o in observations]
+    return _home_view(executor, plan, REQUEST, "PIN")
 
 
 @pytest.mark.xfail(
@@ -549,22 +554,43 @@ def test_a_private_criterion_is_no_oracle_for_the_home(tmp_path) -> None:
     assert even == odd
 
 
+ONCOLOGY = (
+    "BEGIN:VEVENT\r\nUID:evt-onc\r\nSUMMARY:Oncology\r\nDTSTART:20261211T090000\r\n"
+    "DTEND:20261211T100000\r\nDTSTAMP:20261201T000000Z\r\nEND:VEVENT\r\n"
+)
+
+
+def _home_guesses(tmp_path, calendar: str) -> list[tuple[str, str | None]]:  # type: ignore[no-untyped-def]
+    """What the home planner is told of a plan that selects, from the private calendar,
+    the event titled with its own guess ("Oncology": not the user's words)."""
+    executor, _, data = phone(tmp_path)
+    (data.root / "calendar.ics").write_text(calendar)
+    guess = {"$ref": "s1.result", "where": {"title": "Oncology"}, "select": "event_id"}
+    plan = make_plan(
+        ("s1", "calendar_list", {}, []),
+        ("s2", "notes_search", {"query": guess}, ["s1"]),
+    )
+    return _home_view(executor, plan, "What's on my calendar this week?", "Dentist")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a selection over a private listing by the planner's own criterion tells the "
+    "home, which may not read the listing, whether an entry equals its guess: the step "
+    "is ok when the owner has an 'Oncology' event, refused when not (the errors are "
+    "redacted, the status is not); up to a plan's steps of guesses a round. Fix: when "
+    "the planner may not read the listing, a selection whose criteria are not the "
+    "user's own words (nor trusted fields) is refused before it selects, one error "
+    "whatever the listing holds",
+)
+def test_a_private_listing_answers_no_guess_of_the_home(tmp_path) -> None:
+    end = "END:VCALENDAR\r\n"
+    without = _home_guesses(tmp_path / "without", CALENDAR)
+    with_it = _home_guesses(tmp_path / "with", CALENDAR.replace(end, ONCOLOGY + end))
+    assert without == with_it
+
+
 # -- across turns, through the scripted hostile home (a real process) ---------------------
-
-
-@pytest.fixture(scope="module")
-def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
-    processes = Processes()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("HEARTH_NO_MDNS", "1")
-        try:
-            bench = start_bench(processes, tmp_path_factory.mktemp("attack30b"))
-            (bench.phone / "policy.toml").write_text(
-                'private_to_home = true\ndocuments_to_home = "always"\n'
-            )
-            yield bench
-        finally:
-            processes.cleanup()
 
 
 LOOK_UP = "look up the weather on news.example"
@@ -586,7 +612,7 @@ def _lookup(query: str) -> Script:
     "with the conversation (the labelled history says which turns made covered calls "
     "after a private read), or cover one per conversation once private data is in it",
 )
-def test_each_turn_after_a_private_one_gets_no_new_covered_call(bench: Bench) -> None:
+def test_each_turn_after_a_private_one_gets_no_new_covered_call(bench: Bench) -> None:  # noqa: F811
     read = Script(rounds=[Round(steps=[step("s1", "vault_read")])], answer=f"It is {VAULT}.")
     _, _, looked_up = conversation(
         bench,
@@ -606,7 +632,7 @@ def test_each_turn_after_a_private_one_gets_no_new_covered_call(bench: Bench) ->
     reason="end to end through the home: turn 2's one covered lookup spells the vault's "
     "first byte in its letters' case (see the executor-level case test for the fix)",
 )
-def test_the_homes_covered_lookup_cannot_spell_an_earlier_turns_secret(bench: Bench) -> None:
+def test_the_homes_lookup_cannot_spell_an_earlier_turns_secret(bench: Bench) -> None:  # noqa: F811
     secret = ord(VAULT[0])  # 8 bits of the vault's code, in 'the weather'
     bits = format(secret, "08b")
     read = Script(rounds=[Round(steps=[step("s1", "vault_read")])], answer=f"It is {VAULT}.")
