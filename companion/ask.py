@@ -147,6 +147,9 @@ def kept_result(service: Service, turn: Turn, answered: Answered, asked: Asked) 
                 answer=answered.labels,
                 steps=steps,
                 planned_at=planned_at,
+                out_after_private=tuple(
+                    dict.fromkeys([*turn.prompt.out_after_private, *turn.out_after_private])
+                ),
             ),
             turn.request.source,
         )

@@ -66,6 +66,8 @@ class TurnLabels(BaseModel):
     answer: Labels = UNLABELLED  # the union of what its planner read
     steps: dict[str, Labels] = Field(default_factory=dict)  # by "plan_id/step_id"
     planned_at: PlannedAt | None = None  # where its planner was (it may see the turn again)
+    out_after_private: tuple[str, ...] = ()  # open-world calls --yes covered after a private
+    # read in the conversation by then (see `SessionState`): the next turns have none left
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,11 @@ session had seen when the plan arrived (its steps are all written before any run
 session knows where its planner read private data (an earlier turn, a document, a
 result it was shown): a literal the planner writes into an open-world tool after that may
 carry the data out, and forces a confirmation, unless it is the user's own words; and of
-the open-world calls planned after that, `--yes` covers one in the session, whichever
-tool (a series of calls, each of the user's words, could spell the data out in which
-words and which tools it picks). An
+the open-world calls planned after that, `--yes` covers one in the conversation,
+whichever tool (a series of calls, each of the user's words, could spell the data out in
+which words and which tools it picks), written in the user's words as typed, with no
+list or object of more than one element. A selection whose criteria its planner may not
+read is refused before it selects. An
 object's keys and the part of a result a `$ref` path picks are literals too. A `$ref`
 carries the labels of the result it names; a `$ref` selection (`where`, `select`,
 `pick`) picks an entry of a listing on the phone, and a key field of the owner's own
@@ -95,6 +97,11 @@ class PlanRun:
     planned_private: frozenset[str] = frozenset()  # its private reads by then
     tools: dict[str, Tool] = field(default_factory=dict)  # of the steps run, by step id
     steered: set[str] = field(default_factory=set)  # steps whose arguments were steered
+    egress: Egress | None = None  # what the planner may read of the outcomes
+
+    def hides(self, labels: Labels) -> bool:
+        """Whether the plan's planner may not read what carries `labels`."""
+        return self.egress is not None and not self.egress.allows(labels, self.destination)
 
     def __post_init__(self) -> None:
         # every literal of a plan was written before any of its steps ran: the planner
@@ -143,14 +150,18 @@ class PlanRun:
             free_text(v) and not self.intent.says(v, content=True) for v in gathered.literals
         )
 
-    def wrote_after_private(self, gathered: Gathered, *, content: bool) -> bool:
+    def wrote_after_private(self, gathered: Gathered) -> bool:
         """Whether the planner wrote a value into the argument after it read private data,
-        other than the user's own words (for `content`, case folded), or chose which part
-        of a result it holds (the position may spell that data)."""
+        other than the user's own words as typed (the case of a letter, or an accent
+        composed or not, would be a choice that may spell that data), or chose which part
+        of a result it holds or how many elements a list or an object it built has (the
+        position, the count and the booleans in them may spell it too)."""
         if not self.planned_private:
             return False
-        return gathered.choice or any(
-            _carries(v) and not self.intent.says(v, content=content) for v in gathered.literals
+        return (
+            gathered.choice
+            or gathered.elements > 1
+            or any(_carries(v) and not self.intent.says_as_typed(v) for v in gathered.literals)
         )
 
     @property
@@ -173,6 +184,7 @@ class Gathered:
     labels: Labels = CLEAN
     steered: set[str] = field(default_factory=set)
     literals: list[Any] = field(default_factory=list)
+    elements: int = 0  # of the lists and objects the planner built: their number is a choice
     choice: bool = False
     origins: list[str] = field(default_factory=list)  # where selected values came from
 
@@ -198,8 +210,10 @@ def _resolve(value: Any, step: PlanStep, run: PlanRun, into: Gathered) -> Any:
         if "$ref" in value:
             return _reference(value, step, run, into)
         into.literals += list(value)  # its keys are text the planner wrote
+        into.elements += len(value)
         return {k: _resolve(v, step, run, into) for k, v in value.items()}
     if isinstance(value, list):
+        into.elements += len(value)
         return [_resolve(v, step, run, into) for v in value]
     into.literals.append(value)
     return value
@@ -267,7 +281,19 @@ def _reference(
     if not isinstance(listing, list):
         raise _rejected(step, "a $ref selection must name a list")
     criteria = Gathered()
-    where = _criteria(value["where"], step, run, criteria)
+    try:
+        where = _criteria(value["where"], step, run, criteria)
+    finally:  # before selecting: "selects nothing" (or a criterion's error) is derived too
+        into.labels |= criteria.labels
+    # whether it selects, and what, would tell the planner what it may not read
+    if run.hides(criteria.labels):
+        raise _rejected(step, "a $ref selection's criteria hold data its planner may not read")
+    if run.hides(source_labels) and not _said(run, value["where"], criteria):
+        raise _rejected(
+            step,
+            "a $ref selection from data its planner may not read must select by the user's "
+            "own words",
+        )
     pick = value.get("pick", "only")
     if pick not in PICKS:
         raise _rejected(step, f"pick must be one of {', '.join(PICKS)}")
@@ -282,7 +308,6 @@ def _reference(
     if select is not None and not (isinstance(select, str) and select):
         raise _rejected(step, "select must be a field name (a dotted path)")
     picked = element if select is None else _walk(element, select.split("."), step)
-    into.labels |= criteria.labels
     tool = run.tools.get(source)
     trusted = (
         tool is not None
@@ -304,6 +329,13 @@ def _reference(
         into.literals += criteria.literals
         into.choice |= criteria.choice
     return picked
+
+
+def _said(run: PlanRun, where: dict[str, Any], criteria: Gathered) -> bool:
+    """Whether a selection's criteria are all literals of the user's own words (no `$ref`:
+    a value a page or the planner chose would be a guess the selection answers)."""
+    literal = not any(isinstance(wanted, dict) for wanted in where.values())
+    return literal and all(run.intent.says(v) for v in criteria.literals)
 
 
 def _domain(tool: Tool | None) -> str | None:
@@ -477,7 +509,7 @@ class Executor:
         state.steps_planned += len(plan.steps)
         state.tainted_by |= read_by_node(plan.untrusted_inputs)
         await self._know_intent(state)
-        run = PlanRun(plan, state, friend, remote)
+        run = PlanRun(plan, state, friend, remote, egress=self.egress)
         try:
             check_structure(plan)
             session = SessionRecord(
@@ -521,6 +553,7 @@ class Executor:
                 session.friend,
                 remote=plan.signer != plan.audience,  # a local plan is the phone's own
                 resumed_from=accepted_at,
+                egress=self.egress,
             )
             for step in plan.steps:
                 record = records.get(step.id)
@@ -658,8 +691,7 @@ class Executor:
         if tool.annotations.open_world and run.planned_private:
             read = ", ".join(sorted(run.planned_private))
             for arg in sorted(gathered):
-                content = arg not in tool.control_args
-                if run.wrote_after_private(gathered[arg], content=content):
+                if run.wrote_after_private(gathered[arg]):
                     tainted.setdefault(arg, []).append(
                         f"written by the planner after it read private data ({read})"
                     )

@@ -231,6 +231,20 @@ class Intent:
             return any(is_span(form, self._normal) for form in _number_forms(value))
         return False
 
+    def says_as_typed(self, value: object) -> bool:
+        """Whether `value` is the user's own words as typed: a contact's entry, or a span
+        of the request with its own characters (no case folded, no normalisation), or a
+        number as `says` has it. What the planner writes after it read private data must
+        be so: the case of a letter, or an accent composed or not, would be its choice."""
+        if isinstance(value, str) and value not in self.contact_entries:
+            return (
+                not self._negated
+                and MIN_CHARS <= len(value) <= MAX_CHARS
+                and any(ch.isalnum() for ch in value)
+                and is_span(value, self.request)
+            )
+        return self.says(value)
+
 
 PHONE_CHARS = set("0123456789+-.() ")
 MIN_PHONE_DIGITS = 5

@@ -75,6 +75,7 @@ class Prompt:
     text: str | None  # the request; None: the conversation ends with what to answer
     history: dict[Destination, list[tuple[ChatMessage, Labels]]] = field(default_factory=dict)
     documents: list[Document] = field(default_factory=list)
+    out_after_private: tuple[str, ...] = ()  # the conversation's covered open-world calls
 
     def earlier(self, destination: Destination, inert: Inert = INERT) -> list[ChatMessage]:
         """The earlier messages `destination`'s planner may read, inert (`inert`: the
@@ -239,4 +240,5 @@ def build(
             history[destination] = labelled_history(
                 turns, egress, destination, max_turns=max_turns, max_chars=max_chars
             )
-    return Prompt(text=text, history=history, documents=documents)
+    spent = tuple(dict.fromkeys(t for turn in turns for t in turn.labels.out_after_private))
+    return Prompt(text=text, history=history, documents=documents, out_after_private=spent)

@@ -78,7 +78,8 @@ TIER_ANNOTATIONS = {
         read_only=True, destructive=False, idempotent=True, open_world=False
     ),
     Tier.OPEN_WORLD_READ: Annotations(read_only=True, destructive=False, idempotent=True),
-    Tier.REVERSIBLE: Annotations(read_only=False, destructive=False, open_world=False),
+    Tier.REVERSIBLE: Annotations(read_only=False, destructive=False),  # open-world, as MCP's:
+    # an app keeps its data wherever it likes (its cloud), so private data written there leaves
     Tier.IRREVERSIBLE: Annotations(),  # destructive, open-world: the most careful reading
 }
 

@@ -66,6 +66,9 @@ class Turn:
     prompt: Prompt
     started_at: float = field(default_factory=time.monotonic)
     begun: anyio.Event | None = None
+    out_after_private: list[str] = field(default_factory=list)
+    """The open-world calls --yes covered after a private read, the conversation's
+    earlier turns' and this turn's: kept with the turn (`TurnLabels`)."""
     """Set once the request is kept in its conversation as started (`ask` keeps it while
     the request goes on; None: kept before, as a request the inbox sends)."""
 
@@ -85,7 +88,10 @@ class Turn:
         knowing where it read private data."""
         tainted = set(self.prompt.labels(destination, documents_sent).untrusted)
         private = set(self.prompt.private_reads(destination, documents_sent))
-        return SessionState(tainted_by=tainted, read_private=private, limits=limits)
+        spent = list(self.prompt.out_after_private)
+        return SessionState(
+            tainted_by=tainted, read_private=private, limits=limits, out_after_private=spent
+        )
 
     async def execute(self, plan: Plan, state: SessionState, destination: Destination) -> Ran:
         """Run `plan`, telling the events of each step; the observations are what
@@ -118,6 +124,9 @@ class Turn:
         except anyio.get_cancelled_exc_class():
             self._cut_off(plan)
             raise
+        self.out_after_private.extend(
+            t for t in state.out_after_private if t not in self.out_after_private
+        )
         egress = self.executor.egress
         read = CLEAN
         for o in outcomes:  # a redacted value shows only that it was there
