@@ -84,7 +84,8 @@ of `DID` ("the mail Acme sent", "and email Acme sent": a subject), and
   clause (not counting an infinitive's "to"; the clause runs back to punctuation, "and",
   "or", "but", "then", a message's start or a subject pronoun: "email the directions to
   Acme to Alice" addresses Alice only; "send the notes and the report to Bob" no one),
-  where the verb has no addressee before it: no infinitive ("ask my assistant to book a
+  where the verb has no addressee before it: no word at all after a verb of `PERSONAL`
+  (call, invite, remind, …: "invite Alice to Paris"), no infinitive ("ask my assistant to book a
   meeting with Acme"), no pronoun me, him, her, us, them or you before more words ("text
   me the way to Paris"; but "send them to Alice", and "her" before a word of `LETTERS`
   is hers: "forward her email to Bob"), no capitalised name before more words ("text
@@ -343,6 +344,8 @@ SENDING = (  # a verb of sending or speaking: its imperative addresses
     "remind invite contact reply answer respond write send forward share cc bcc thank dm pay"
 )
 VERBS = frozenset(SENDING.split())
+PERSONS = "call phone ring dial ping notify inform remind invite contact thank"
+PERSONAL = frozenset(PERSONS.split())  # whose object is always whom they address
 REPLIES = frozenset(["reply", "answer", "respond"])  # "reply to the message from X"
 MESSAGES = "message mail email e-mail text note sms dm voicemail letter messages mails emails texts"
 MAX_DESCRIBING = 3  # words between "the"/"my" and the message a reply answers
@@ -525,12 +528,15 @@ def _name_like(word: str) -> bool:
 
 def _object_before(text: str, ws: list[Word], verb: int, cue: int) -> bool:
     """Whether the verb at word `verb` has an addressee (or an order) before word `cue`:
-    an infinitive ("ask my boss to book a meeting with"), or two objects ("text Alice
+    any object of a verb of `PERSONAL` ("invite mom to"), an infinitive ("ask my boss to
+    book a meeting with"), or two objects ("text Alice
     directions to", "text my sister the way to", "text me the way to"); one object
     ("send them to", "send Q4 report to", "share Google Doc with") is what is sent."""
     inside = range(verb + 1, cue)
     if not inside:
         return False
+    if ws[verb].text.casefold() in PERSONAL:
+        return True  # "invite Alice to Paris", "call mom with Acme": the object is whom
     if any(_infinitive(text, ws, m) for m in inside):
         return True
     pronoun = ws[verb + 1].text.casefold()

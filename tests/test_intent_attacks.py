@@ -191,6 +191,7 @@ CARDS = ["Alice Example", "Bob Builder", "Mom", "Johann Strauß", "Jean-Luc Pica
         ("Reply to my boss re email from Bob", set()),  # no "re" before a reply's message
         ("Reply to the last unread message from Bob", {"Bob Builder"}),
         ("Now text Alice, then please call Mom", {"Alice Example", "Mom"}),
+        ("Invite mom to Bob", set()),  # invite's object is whom it invites
     ],
 )
 def test_what_names_a_contact(request_, names) -> None:
