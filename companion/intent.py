@@ -305,9 +305,13 @@ def _opens_sentence(text: str, at: int) -> bool:
     return i < 0 or text[i] in SENTENCE_END or text[i] in OPENING
 
 
-def _next_to(text: str, a: int, b: int) -> bool:
-    """Whether only spaces (no line break) stand between `a` and `b`."""
-    gap = text[a:b]
+def _gap(text: str, ws: list[Word], k: int) -> str:
+    """The text between word `k - 1` and word `k`."""
+    return text[ws[k - 1].end : ws[k].start]
+
+
+def _space(gap: str) -> bool:
+    """Whether `gap` is spaces only, no line break."""
     return gap.isspace() and not LINE_BREAKS & set(gap)
 
 
@@ -323,7 +327,7 @@ def _said_at(text: str, ws: list[Word], start: int, end: int) -> bool:
         return False
     if not (_starts_token(text, start) and _ends_token(text, ws[last].end)):
         return False  # inside a path, an address or a file's name: "Alice.txt", "x/Alice"
-    if first > 0 and _next_to(text, ws[first - 1].end, start):
+    if first > 0 and _space(text[ws[first - 1].end : start]):
         before = ws[first - 1]
         if (
             before.text.casefold() in PLACE_OR_TIME
@@ -331,7 +335,7 @@ def _said_at(text: str, ws: list[Word], start: int, end: int) -> bool:
             or (_capital(before.text) and not _opens_sentence(text, before.start))
         ):
             return False
-    if last + 1 < len(ws) and _next_to(text, ws[last].end, ws[last + 1].start):
+    if last + 1 < len(ws) and _space(_gap(text, ws, last + 1)):
         after = ws[last + 1].text
         pronoun = after == "I" or after.startswith(("I'", "I\u2019"))
         if any(ch.isdigit() for ch in after) or (_capital(after) and not pronoun):
@@ -382,16 +386,6 @@ DONE = "sent wrote left said posted forwarded shared mailed emailed texted repli
 DID = frozenset(DONE.split())  # after a name: its subject ("the mail Acme sent")
 SENTENCE_BREAK = re.compile(r"[.!?\u2026]\s|[\u3002\uff01\uff1f\uff0e\uff61]")
 QUOTES_AND_COLONS = {"Pi", "Pf", "Ps", "Pd"}  # and ":", '"', "'": what opens a message
-
-
-def _gap(text: str, ws: list[Word], k: int) -> str:
-    """The text between word `k - 1` and word `k`."""
-    return text[ws[k - 1].end : ws[k].start]
-
-
-def _space(gap: str) -> bool:
-    """Whether `gap` is spaces only, no line break."""
-    return gap.isspace() and not LINE_BREAKS & set(gap)
 
 
 def _joint(gap: str) -> bool:
@@ -646,7 +640,7 @@ def _item_start(ws: list[Word], text: str, j: int) -> int | None:
     while j > 0:
         before = ws[j - 1]
         cue = before.text.casefold() in VERBS | TOWARD
-        if cue or not _capital(before.text) or not _next_to(text, before.end, ws[j].start):
+        if cue or not _capital(before.text) or not _space(_gap(text, ws, j)):
             break
         j -= 1
     return j
