@@ -66,10 +66,10 @@ ideographic and Arabic ones too) ends a *clause*, and `.!?…` before a space, a
 stop (with or without a space) or a line break ends a *sentence*; only `./@_` with no
 space around them join two words into one token ("contract.txt", "notes/Bob"), but a
 period before a capital letter ends a sentence ("Bob.Go to Acme"; "Bob.go to Acme", one
-token, is the one typo the clause cannot see through). An
-occurrence (not before a possessive "'s": "Acme's news" is a topic, so is "Alice's
-number") is addressed when it is not in a *message*, is not followed by a past tense
-of `DID` ("the mail Acme sent", "and email Acme sent": a subject), and
+token, is the one typo the clause cannot see through). An occurrence (not before a
+possessive "'s": "Acme's news" is a topic, so is "Alice's number") is addressed when it
+is not in a *message*, is not followed by a past tense of `DID` ("the mail Acme sent",
+"and email Acme sent": a subject), and
 
 - the word right before it is an *imperative* of a verb of sending or speaking in
   `VERBS` ("text", "call", "email", "tell", "ask", "invite", "share", "send", "forward",
@@ -85,9 +85,9 @@ of `DID` ("the mail Acme sent", "and email Acme sent": a subject), and
   "or", "but", "then", a message's start or a subject pronoun: "email the directions to
   Acme to Alice" addresses Alice only; "send the notes and the report to Bob" no one),
   where the verb has no addressee before it: no word at all after a verb of `PERSONAL`
-  (call, invite, remind, …: "invite Alice to Paris"), no infinitive ("ask my assistant to book a
-  meeting with Acme"), no pronoun me, him, her, us, them or you before more words ("text
-  me the way to Paris"; but "send them to Alice", and "her" before a word of `LETTERS`
+  (call, invite, remind, …: "invite Alice to Paris"), no infinitive ("ask my assistant
+  to book a meeting with Acme"), no pronoun me, him, her, us, them or you before more
+  words ("text me the way to Paris"; but "send them to Alice", and "her" before a word of `LETTERS`
   is hers: "forward her email to Bob"), no capitalised name before more words ("text
   Alice directions to Paris"; but "send Q4 report to Alice", "share Google Doc with
   Alice": a word with a digit or only capitalised words is what is sent), no determiner
@@ -100,9 +100,8 @@ of `DID` ("the mail Acme sent", "and email Acme sent": a subject), and
 - the word right before it is "from" in exactly "reply/answer/respond to the|my [up to
   three describing words: lower case, no possessive, no preposition, not "re"]
   message|mail|email|text|note|… from X", the reply an imperative and only spaces
-  between ("reply to the last message from Alice"; not
-  "reply to my boss with the quote from Acme", "reply to my boss re the offer from
-  Acme", "read the news from Acme");
+  between ("reply to the last message from Alice"; not "reply to my boss with the quote
+  from Acme", "reply to my boss re the offer from Acme", "read the news from Acme");
 
 or it is a later item of a list whose first item is so addressed: items are runs of
 capitalised words, separated by "and", "or", "&" or a comma ("email Alice and Bob",
