@@ -429,8 +429,11 @@ def _starts(text: str, ws: list[Word], k: int) -> bool:
     `SOFTENERS` that does, or "can/could/would/will you" at a sentence's start."""
     if k == 0:
         return True
-    if not _space(_gap(text, ws, k)):
-        return not _joined(text, ws, k)
+    gap = _gap(text, ws, k)
+    if not _space(gap):  # punctuation or a line break; not a joint, an invisible or a symbol
+        return not _joined(text, ws, k) and (
+            bool(LINE_BREAKS & set(gap)) or any(unicodedata.category(ch)[0] == "P" for ch in gap)
+        )
     before = ws[k - 1].text.casefold()
     if before in STARTERS - {"then"}:
         return True

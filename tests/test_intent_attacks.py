@@ -192,6 +192,7 @@ CARDS = ["Alice Example", "Bob Builder", "Mom", "Johann Strauß", "Jean-Luc Pica
         ("Reply to the last unread message from Bob", {"Bob Builder"}),
         ("Now text Alice, then please call Mom", {"Alice Example", "Mom"}),
         ("Invite mom to Bob", set()),  # invite's object is whom it invites
+        ("I will\u200bcall Mom", set()),  # an invisible character is no punctuation
     ],
 )
 def test_what_names_a_contact(request_, names) -> None:
