@@ -82,11 +82,13 @@ is not in a *message*, is not followed by a past tense of `DID` ("the mail Acme 
   last email Acme sent", "the voice message Acme left"); or
 - the word right before it is "to" or "with", the last such word of an imperative's
   clause (not counting an infinitive's "to"; the clause runs back to punctuation, "and",
-  "or", "but", "then", a message's start or a subject pronoun: "email the directions to
-  Acme to Alice" addresses Alice only; "send the notes and the report to Bob" no one),
+  "or", "but", "then", a message's start or a subject pronoun: "send it to Bob with the
+  notes" and "send the notes and the report to Bob" address no one),
   where the verb has no addressee before it: no word at all after a verb of `PERSONAL`
   (call, invite, remind, …: "invite Alice to Paris"), no infinitive ("ask my assistant
-  to book a meeting with Acme"), no pronoun me, him, her, us, them or you before more
+  to book a meeting with Acme"), no earlier to/with before a capitalised word (whom is
+  unsure: "email the directions to Acme to Alice", "send the photo to Bob with Mom in
+  it" address no one), no pronoun me, him, her, us, them or you before more
   words ("text me the way to Paris"; but "send them to Alice", and "her" before a word of `LETTERS`
   is hers: "forward her email to Bob"), no capitalised name before more words ("text
   Alice directions to Paris"; but "send Q4 report to Alice", "share Google Doc with
@@ -466,6 +468,16 @@ def _infinitive(text: str, ws: list[Word], k: int) -> bool:
     return unicodedata.category(after[0]) == "Ll" and after.casefold() not in DETERMINERS | OBJECTS
 
 
+def _cue_before_name(text: str, ws: list[Word], k: int) -> bool:
+    """Whether word `k` is "to" or "with" before a capitalised word ("to Acme")."""
+    return (
+        ws[k].text.casefold() in TOWARD
+        and k + 1 < len(ws)
+        and _space(_gap(text, ws, k + 1))
+        and _capital(ws[k + 1].text)
+    )
+
+
 def _in_message(text: str, ws: list[Word], first: int) -> bool:
     """Whether word `first` stands in what an imperative earlier in its sentence says:
     after a colon, a quote, a bracket, a dash, a message's start ("that", "if", "so", …)
@@ -525,7 +537,8 @@ def _name_like(word: str) -> bool:
 def _object_before(text: str, ws: list[Word], verb: int, cue: int) -> bool:
     """Whether the verb at word `verb` has an addressee (or an order) before word `cue`:
     any object of a verb of `PERSONAL` ("invite mom to"), an infinitive ("ask my boss to
-    book a meeting with"), or two objects ("text Alice
+    book a meeting with"), an earlier to/with before a name ("the way to Acme to"), or
+    two objects ("text Alice
     directions to", "text my sister the way to", "text me the way to"); one object
     ("send them to", "send Q4 report to", "share Google Doc with") is what is sent."""
     inside = range(verb + 1, cue)
@@ -533,8 +546,8 @@ def _object_before(text: str, ws: list[Word], verb: int, cue: int) -> bool:
         return False
     if ws[verb].text.casefold() in PERSONAL:
         return True  # "invite Alice to Paris", "call mom with Acme": the object is whom
-    if any(_infinitive(text, ws, m) for m in inside):
-        return True
+    if any(_infinitive(text, ws, m) or _cue_before_name(text, ws, m) for m in inside):
+        return True  # "to book a meeting with", "to Acme … to Alice": whom, unsure
     pronoun = ws[verb + 1].text.casefold()
     if pronoun in OBJECTS and len(inside) > 1:  # "her email": hers, what is sent
         return not (pronoun == "her" and len(inside) == 2 and _letter(ws[verb + 2].text))

@@ -186,6 +186,7 @@ CARDS = ["Alice Example", "Bob Builder", "Mom", "Johann Strauß", "Jean-Luc Pica
         ("Text Alice\uff1a call Mom", set()),  # a full-width colon (Alice: no span before it)
         ("Text her directions to Bob", set()),  # her: the addressee, before a second object
         ("Send it to Bob with the notes", set()),  # only the last to/with of a clause
+        ("Send the photo to Bob with Mom in it", set()),  # two to/with before names: unsure
         ("Read my texts and mail Bob sent today", set()),  # Bob: a subject
         ("Send it to Bob.Go to Mom now", set()),  # a period before a capital, no space
         ("Reply to my boss re email from Bob", set()),  # no "re" before a reply's message
