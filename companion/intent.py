@@ -114,12 +114,14 @@ or "or" before another capitalised word ("forward it to Alice and Acme tomorrow 
 it": Acme starts a new clause).
 
 A *message* is what an imperative of `VERBS` says: the rest of its sentence after a
-colon, a quote, an opening bracket or a dash, after a message's start (that, saying,
+colon, a single quote, an opening bracket or a dash, after a message's start (that, saying,
 about, if, whether, so, why, how, who, what, which, where, because, when, before, while,
 after, until, once) or after an infinitive ("to call"): "text Alice: can you call
 Acme?", 'text Alice "call Acme"', "send the report to Bob before we go to Acme", "tell
-Bob to read it and call Acme" address Alice and Bob only. So a name in quotes is never
-addressed. Anything else (a source, "from Acme"; a topic, "about Acme", "the Acme
+Bob to read it and call Acme" address Alice and Bob only. A name in quotes (its
+sentence holds an odd number of straight double quotes before it, more opening than
+closing curly or angle quotes, or an open CJK one) is never addressed: 'Read "call
+Acme" aloud'. Anything else (a source, "from Acme"; a topic, "about Acme", "the Acme
 report"; a place; a possessive) names no recipient. A contact addressed in words these
 rules miss ("let Alice know", "send it to Bob with the notes", "my boss and Bob", "I need
 to call Mom") costs one confirmation: when in doubt the rule says no.
@@ -386,7 +388,7 @@ JOINTS = set("./@_")  # with no space: one token ("contract.txt", "notes/Bob")
 DONE = "sent wrote left said posted forwarded shared mailed emailed texted replied called asked"
 DID = frozenset(DONE.split())  # after a name: its subject ("the mail Acme sent")
 SENTENCE_BREAK = re.compile(r"[.!?\u2026]\s|[\u3002\uff01\uff1f\uff0e\uff61]")
-QUOTES_AND_COLONS = {"Pi", "Pf", "Ps", "Pd"}  # and ":", '"', "'": what opens a message
+OPENERS = {"Ps", "Pd"}  # opening brackets, dashes (and ":", "'"): what opens a message
 
 
 def _joint(gap: str) -> bool:
@@ -414,9 +416,10 @@ def _sentence_ends(gap: str) -> bool:
 
 
 def _opens_message(gap: str) -> bool:
-    """Whether `gap` holds a colon, a quote, an opening bracket or a dash."""
+    """Whether `gap` holds a colon, a single quote, an opening bracket or a dash (a name
+    between double quotes is `_quoted`)."""
     return not _joint(gap) and any(
-        ch in ":\"'\uff1a" or unicodedata.category(ch) in QUOTES_AND_COLONS for ch in gap
+        ch in ":'\uff1a" or unicodedata.category(ch) in OPENERS for ch in gap
     )
 
 
@@ -478,11 +481,35 @@ def _cue_before_name(text: str, ws: list[Word], k: int) -> bool:
     )
 
 
+def _sentence_before(text: str, ws: list[Word], first: int) -> str:
+    """The text of word `first`'s sentence before it."""
+    for m in range(first, 0, -1):
+        gap = _gap(text, ws, m)
+        if _sentence_ends(gap):
+            ends = [b.end() for b in SENTENCE_BREAK.finditer(gap)]
+            ends += [i + 1 for i, ch in enumerate(gap) if ch in LINE_BREAKS]
+            return text[ws[m - 1].end + max(ends) : ws[first].start]
+    return text[: ws[first].start]
+
+
+def _quoted(before: str) -> bool:
+    """Whether a quote opened in `before` is still open: an odd number of straight
+    double quotes, more opening than closing curly or angle quotes, or a CJK one open."""
+    kinds = [unicodedata.category(ch) for ch in before]
+    straight = sum(before.count(q) for q in '"\uff02')
+    cjk = sum(before.count(q) for q in "\u300c\u300e") - sum(
+        before.count(q) for q in "\u300d\u300f"
+    )
+    return straight % 2 == 1 or kinds.count("Pi") > kinds.count("Pf") or cjk > 0
+
+
 def _in_message(text: str, ws: list[Word], first: int) -> bool:
-    """Whether word `first` stands in what an imperative earlier in its sentence says:
-    after a colon, a quote, a bracket, a dash, a message's start ("that", "if", "so", …)
-    or an infinitive ("text Alice: can you call Acme?", "tell Bob to read it and call
-    Acme")."""
+    """Whether word `first` stands in quotes opened in its sentence, or in what an
+    imperative earlier in its sentence says: after a colon, a single quote, an opening
+    bracket, a dash, a message's start ("that", "if", "so", …) or an infinitive ("text
+    Alice: can you call Acme?", "tell Bob to read it and call Acme")."""
+    if _quoted(_sentence_before(text, ws, first)):
+        return True
     opened = False
     for m in range(first - 1, -1, -1):
         gap = _gap(text, ws, m + 1)

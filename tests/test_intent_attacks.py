@@ -194,6 +194,9 @@ CARDS = ["Alice Example", "Bob Builder", "Mom", "Johann Strauß", "Jean-Luc Pica
         ("Now text Alice, then please call Mom", {"Alice Example", "Mom"}),
         ("Invite mom to Bob", set()),  # invite's object is whom it invites
         ("I will\u200bcall Mom", set()),  # an invisible character is no punctuation
+        ('Read "call Mom" aloud', set()),  # in quotes, whatever stands before them
+        ("Read \u00abcall Mom\u00bb aloud, then text Bob", {"Bob Builder"}),
+        ("Read it. \u300ccall Mom\u300d", set()),
     ],
 )
 def test_what_names_a_contact(request_, names) -> None:
