@@ -196,7 +196,7 @@ CARDS = ["Alice Example", "Bob Builder", "Mom", "Johann Strauß", "Jean-Luc Pica
         ("I will\u200bcall Mom", set()),  # an invisible character is no punctuation
         ('Read "call Mom" aloud', set()),  # in quotes, whatever stands before them
         ("Read \u00abcall Mom\u00bb aloud, then text Bob", {"Bob Builder"}),
-        ("Read it. \u300ccall Mom\u300d", set()),
+        ("Read it. \u300ccall Mom now\u300d", set()),  # a CJK quote
     ],
 )
 def test_what_names_a_contact(request_, names) -> None:
