@@ -114,17 +114,19 @@ or "or" before another capitalised word ("forward it to Alice and Acme tomorrow 
 it": Acme starts a new clause).
 
 A *message* is what an imperative of `VERBS` says: the rest of its sentence after a
-colon, a single quote, an opening bracket or a dash, after a message's start (that, saying,
-about, if, whether, so, why, how, who, what, which, where, because, when, before, while,
-after, until, once) or after an infinitive ("to call"): "text Alice: can you call
-Acme?", 'text Alice "call Acme"', "send the report to Bob before we go to Acme", "tell
-Bob to read it and call Acme" address Alice and Bob only. A name in quotes (its
-sentence holds an odd number of straight double quotes before it, more opening than
-closing curly or angle quotes, or an open CJK one) is never addressed: 'Read "call
-Acme" aloud'. Anything else (a source, "from Acme"; a topic, "about Acme", "the Acme
-report"; a place; a possessive) names no recipient. A contact addressed in words these
-rules miss ("let Alice know", "send it to Bob with the notes", "my boss and Bob", "I need
-to call Mom") costs one confirmation: when in doubt the rule says no.
+colon, a single quote, an opening bracket or a dash, after a message's start (that,
+saying, about, if, whether, so, why, how, who, what, which, where, because, when,
+before, while, after, until, once; but "that" right after an imperative and before a
+word of `LETTERS` is a determiner: "forward that email to Alice") or after an infinitive
+("to call"): "text Alice: can you call Acme?", 'text Alice "call Acme"', "send the
+report to Bob before we go to Acme", "tell Bob to read it and call Acme" address Alice
+and Bob only. A name in quotes (its sentence holds an odd number of straight double
+quotes before it, more opening than closing curly or angle quotes, or an open CJK one)
+is never addressed: 'Read "call Acme" aloud'. Anything else (a source, "from Acme"; a
+topic, "about Acme", "the Acme report"; a place; a possessive) names no recipient. A
+contact addressed in words these rules miss ("let Alice know", "send it to Bob with the
+notes", "my boss and Bob", "I need to call Mom") costs one confirmation: when in doubt
+the rule says no.
 
 That contact's phone numbers and e-mail addresses, as the phone's own contacts hold
 them, count as the user's words ("text Alice": Alice's number), each only when it has
@@ -518,13 +520,29 @@ def _in_message(text: str, ws: list[Word], first: int) -> bool:
         opened = opened or _opens_message(gap)
         if opened and _imperative(text, ws, m):
             return True
-        if ws[m].text.casefold() in MESSAGE_STARTS or _infinitive(text, ws, m):
+        if _message_start(text, ws, m) or _infinitive(text, ws, m):
             opened = True
     return False
 
 
-def _ends_clause(word: str) -> bool:
-    return word.casefold() in STARTERS | MESSAGE_STARTS or _subject(word)
+def _message_start(text: str, ws: list[Word], k: int) -> bool:
+    """Whether word `k` starts a message: a word of `MESSAGE_STARTS`, but "that" right
+    after an imperative and before a word of `LETTERS` ("forward that email to Alice")."""
+    if ws[k].text.casefold() not in MESSAGE_STARTS:
+        return False
+    return not (
+        ws[k].text.casefold() == "that"
+        and 0 < k < len(ws) - 1
+        and _imperative(text, ws, k - 1)
+        and _letter(ws[k + 1].text)
+    )
+
+
+def _ends_clause(text: str, ws: list[Word], k: int) -> bool:
+    """Whether word `k` ends a clause scanned to it: "and", "or", "but", "then", a
+    message's start or a subject."""
+    word = ws[k].text
+    return word.casefold() in STARTERS or _message_start(text, ws, k) or _subject(word)
 
 
 def _clause_verb(text: str, ws: list[Word], cue: int) -> int | None:
@@ -535,7 +553,7 @@ def _clause_verb(text: str, ws: list[Word], cue: int) -> int | None:
             return None
         if _imperative(text, ws, m):
             return m
-        if _ends_clause(ws[m].text):
+        if _ends_clause(text, ws, m):
             return None
     return None
 
@@ -544,7 +562,7 @@ def _last_cue(text: str, ws: list[Word], cue: int) -> bool:
     """Whether no other "to"/"with" (but an infinitive's "to") follows word `cue` in its
     clause ("email the directions to Acme to Alice": only Alice)."""
     for m in range(cue + 1, len(ws)):
-        if not _flows(text, ws, m) or _ends_clause(ws[m].text):
+        if not _flows(text, ws, m) or _ends_clause(text, ws, m):
             return True
         if ws[m].text.casefold() in TOWARD and not _infinitive(text, ws, m):
             return False

@@ -197,6 +197,8 @@ CARDS = ["Alice Example", "Bob Builder", "Mom", "Johann Strauß", "Jean-Luc Pica
         ('Read "call Mom" aloud', set()),  # in quotes, whatever stands before them
         ("Read \u00abcall Mom\u00bb aloud, then text Bob", {"Bob Builder"}),
         ("Read it. \u300ccall Mom now\u300d", set()),  # a CJK quote
+        ("Forward that email to Bob", {"Bob Builder"}),  # "that" before a message noun
+        ("Text Alice that email is down and call Mom", {"Alice Example"}),
     ],
 )
 def test_what_names_a_contact(request_, names) -> None:
