@@ -123,15 +123,20 @@ class Unexpected(RuntimeError):
         self.event = event
 
 
-async def one_round(host: HearthHost, node: dict, i: int) -> dict:
-    """request → signed ActionPlan on a new stream of the kept connection."""
-    request = PlanRequest(
-        request_id=f"bench-{i}",
+def plan_request(request_id: str) -> PlanRequest:
+    """The streamed plan round's request (the same for every round)."""
+    return PlanRequest(
+        request_id=request_id,
         tools=TOOLS,
         tool_choice="required",
         conversation=[ChatMessage(role="user", content=PROMPT)],
         limits=Limits(max_rounds=2, max_steps=MAX_CALLS, max_tokens=MAX_TOKENS),
     )
+
+
+async def one_round(host: HearthHost, node: dict, i: int) -> dict:
+    """request → signed ActionPlan on a new stream of the kept connection."""
+    request = plan_request(f"bench-{i}")
     t0 = time.perf_counter()
     stream = await host.open(node["peer_id"], PLAN_PROTOCOL)
     session = PlanSession(Side.PHONE)

@@ -17,8 +17,9 @@ carry the data out, and forces a confirmation, unless it is the user's own words
 the open-world calls planned after that, `--yes` covers one in the conversation,
 whichever tool (a series of calls, each of the user's words, could spell the data out in
 which words and which tools it picks), written in the user's words as typed, with no
-list or object of more than one element. A selection whose criteria its planner may not
-read is refused before it selects. An
+list or object of more than one element. A selection the planner could not see made
+(criteria it may not read, or a listing it may not read by other than the user's words)
+is asked: whether its step ran would tell the planner. An
 object's keys and the part of a result a `$ref` path picks are literals too. A `$ref`
 carries the labels of the result it names; a `$ref` selection (`where`, `select`,
 `pick`) picks an entry of a listing on the phone, and a key field of the owner's own
@@ -185,6 +186,7 @@ class Gathered:
     steered: set[str] = field(default_factory=set)
     literals: list[Any] = field(default_factory=list)
     elements: int = 0  # of the lists and objects the planner built: their number is a choice
+    blind: list[str] = field(default_factory=list)  # selections the planner could not see
     choice: bool = False
     origins: list[str] = field(default_factory=list)  # where selected values came from
 
@@ -285,14 +287,15 @@ def _reference(
         where = _criteria(value["where"], step, run, criteria)
     finally:  # before selecting: "selects nothing" (or a criterion's error) is derived too
         into.labels |= criteria.labels
-    # whether it selects, and what, would tell the planner what it may not read
+        into.blind += criteria.blind
+    # whether it selects (its step runs, or is refused) would tell the planner what it may
+    # not read: only the owner, asked, lets such a selection run
     if run.hides(criteria.labels):
-        raise _rejected(step, "a $ref selection's criteria hold data its planner may not read")
-    if run.hides(source_labels) and not _said(run, value["where"], criteria):
-        raise _rejected(
-            step,
-            "a $ref selection from data its planner may not read must select by the user's "
-            "own words",
+        into.blind.append(f"selected from {source} by criteria its planner may not read")
+    elif run.hides(source_labels) and not _said(run, value["where"], criteria):
+        into.blind.append(
+            f"selected from {source}, which its planner may not read, by criteria the "
+            "request does not say"
         )
     pick = value.get("pick", "only")
     if pick not in PICKS:
@@ -670,9 +673,9 @@ class Executor:
     ) -> dict[str, str]:
         """Arguments untrusted input could have chosen, each with its sources: control
         arguments of a sensitive tool, the content of a write planned after untrusted
-        input that carries untrusted text, and what the planner wrote into an open-world
-        tool after it read private data."""
-        tainted: dict[str, list[str]] = {}
+        input that carries untrusted text, what the planner wrote into an open-world
+        tool after it read private data, and a selection made blind (`Gathered.blind`)."""
+        tainted = {name: list(g.blind) for name, g in gathered.items() if g.blind}
         if tool.sensitive:
             for arg in sorted(tool.control_args & set(gathered)):
                 if steered := self._steered(run, gathered[arg]):

@@ -4,7 +4,6 @@ and validation as the home node; its plans run through the same executor."""
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -19,10 +18,9 @@ from hearth.protocol.model.chat import ChatTemplate, split_at_first_user_turn
 from hearth.protocol.model.grammar import Mode, answer_grammar, tool_grammar
 from hearth.protocol.model.inert import Inert
 from hearth.protocol.model.limits import Sampling, answer_tokens, requested
-from hearth.protocol.model.relay import TextRelay
+from hearth.protocol.model.relay import TextRelay, generate_streamed
 from hearth.protocol.model.toolcalls import parse_generation
 from hearth.protocol.model.validate import check_schemas, validate_calls
-from hearth.protocol.transport.taskgroups import single_error
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import (
     AnswerSettings,
@@ -167,31 +165,21 @@ class LocalModel:
         # the system and tools part is evaluated once per process, as on the node
         prefix, rest = split_at_first_user_turn(prompt)
         hear = on_text or ignore
-        relay = TextRelay.here()
-        stop = threading.Event()  # the text has nowhere to go: generating on is waste
 
-        def work() -> Generation:
-            try:
-                return runtime.generate(
-                    SessionMemory(),  # one round: dropped after it, never saved
-                    rest,
-                    prefix=prefix,
-                    grammar=grammar,
-                    max_tokens=answer_tokens(limits.max_tokens, settings),
-                    sampling=requested(self.sampling or runtime.recommended, settings),
-                    confidence=True,
-                    cancelled=lambda: stop.is_set() or cancelled(),
-                    thinking_budget=limits.max_thinking_tokens if thinking else None,
-                    on_text=relay.put if calls is None else lambda _: None,
-                    on_thinking=relay.put_thought,
-                )
-            finally:
-                relay.close()
-
-        done: list[Generation] = []
-
-        async def run() -> None:
-            done.append(await anyio.to_thread.run_sync(work))
+        def work(relay: TextRelay, stopped: Callable[[], bool]) -> Generation:
+            return runtime.generate(
+                SessionMemory(),  # one round: dropped after it, never saved
+                rest,
+                prefix=prefix,
+                grammar=grammar,
+                max_tokens=answer_tokens(limits.max_tokens, settings),
+                sampling=requested(self.sampling or runtime.recommended, settings),
+                confidence=True,
+                cancelled=lambda: stopped() or cancelled(),
+                thinking_budget=limits.max_thinking_tokens if thinking else None,
+                on_text=relay.put if calls is None else lambda _: None,
+                on_thinking=relay.put_thought,
+            )
 
         async def answer(piece: str) -> None:
             await hear(piece, False)
@@ -199,14 +187,7 @@ class LocalModel:
         async def thought(piece: str) -> None:
             await hear(piece, True)
 
-        with single_error():
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(run)
-                try:
-                    await relay.deliver(answer, thought)
-                finally:
-                    stop.set()
-        result = done[0]
+        result = await generate_streamed(work, answer, thought)
         parsed = parse_generation(result.text, result.finish, schemas, calls=calls is not None)
         await validate_calls(parsed.calls, schemas)
         plan = (

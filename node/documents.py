@@ -45,6 +45,15 @@ Count = Callable[[str], int]
 OnChunk = Callable[[str, int, int, int], Awaitable[None]]
 
 
+COMMON_INERT = Inert()  # an upstream's tokenizer is unknown: the common templates' markers
+
+
+def inert_for(backend: Backend) -> Inert:
+    """What breaks chat-template markers in text for `backend`'s model, built once per
+    model (its own special tokens too), not on every request."""
+    return backend.inert if isinstance(backend, LlamaCppBackend) else COMMON_INERT
+
+
 def special_tokens(backend: Backend) -> list[str]:
     """The texts of the node's own model's special tokens (none known for an upstream)."""
     return backend.runtime.special_texts if isinstance(backend, LlamaCppBackend) else []
@@ -121,13 +130,15 @@ class DocumentReader:
         cancel: anyio.Event,
         on_chunk: OnChunk,
         count: Count | None = None,
+        scope: str = "",
     ) -> None:
         self.backend = backend
+        self.scope = scope  # whose request: the model state kept from its chunks is its own
         self.sampling = sampling
         self.cancel = cancel
         self.on_chunk = on_chunk
         self.count = count or token_counter(backend)
-        self.inert = Inert(special_tokens(backend))
+        self.inert = inert_for(backend)
         self.n_ctx = backend.info.n_ctx or UNKNOWN_CONTEXT
         self.summary_tokens = max(16, min(MAX_SUMMARY_TOKENS, self.n_ctx // 8))
         overhead = self.count(MAP_INSTRUCTION) + MAP_TEMPLATE
@@ -186,7 +197,8 @@ class DocumentReader:
             messages=[
                 ChatMessage(role="system", content=MAP_INSTRUCTION),
                 ChatMessage(role="user", content=f"Part {number} of {chunks}:\n{chunk}"),
-            ]
+            ],
+            scope=self.scope,
         )
         result = await self.backend.generate(
             conv,

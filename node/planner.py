@@ -63,7 +63,7 @@ from hearth.protocol.wire.session import ENDED, PlanSession, Side
 from .admission import Admission
 from .backends import Backend, Conversation, GenerationSettings
 from .config import FriendCaps
-from .documents import DocumentReader, Reading, special_tokens
+from .documents import DocumentReader, Reading, inert_for
 
 log = logging.getLogger("hearth.planner")
 
@@ -301,12 +301,13 @@ class _Session:
         }
         tools = [*request.tools, *(t.spec for t in node_tools.values())]
         schemas = {t.function.name: dict(t.function.parameters) for t in tools}
-        inert = Inert(special_tokens(backend))
+        inert = inert_for(backend)
         conv = Conversation(
             messages=conversation_messages(request, inert),
             tools=tools,
             thinking=request.thinking,
             thinking_budget=request.limits.max_thinking_tokens,
+            scope=self.stream.peer_id,
         )
         untrusted: list[UntrustedInput] = []
         if request.documents:  # before the request itself, as the user attached them
@@ -437,7 +438,9 @@ class _Session:
                 )
             )
 
-        reader = DocumentReader(backend, self.planner.settings.sampling, self.cancel, on_chunk)
+        reader = DocumentReader(
+            backend, self.planner.settings.sampling, self.cancel, on_chunk, scope=conv.scope
+        )
         room = reader.room(request.limits, conv, len(request.documents))
         return await reader.read(request.documents, room)
 

@@ -514,9 +514,9 @@ def _home_sees(tmp_path, note: str) -> list[tuple[str, str | None]]:  # type: ig
 
 
 def test_a_private_criterion_is_no_oracle_for_the_home(tmp_path) -> None:
-    """A selection whose criterion the home may not read is refused before it selects,
-    redacted alike whatever the note holds (before: ok or 'selects nothing', one bit a
-    step)."""
+    """A selection whose criterion the home may not read is asked, so under --yes it is
+    refused whether or not the note matches, redacted alike (before: ok or 'selects
+    nothing', one bit a step)."""
     even = _home_sees(tmp_path / "even", "PIN 4920")
     odd = _home_sees(tmp_path / "odd", "PIN 4921")
     assert even == odd
@@ -543,8 +543,8 @@ def _home_guesses(tmp_path, calendar: str) -> list[tuple[str, str | None]]:  # t
 
 def test_a_private_listing_answers_no_guess_of_the_home(tmp_path) -> None:
     """A selection from a listing the home may not read, by the planner's own guess, is
-    refused before it selects (before: its status said whether the owner has an
-    'Oncology' event)."""
+    asked, so under --yes it is refused whether or not the owner has an 'Oncology' event
+    (before: its status said so)."""
     end = "END:VCALENDAR\r\n"
     without = _home_guesses(tmp_path / "without", CALENDAR)
     with_it = _home_guesses(tmp_path / "with", CALENDAR.replace(end, ONCOLOGY + end))

@@ -18,11 +18,18 @@ import trio
 from hearth.companion.local_model import LocalModel
 from hearth.companion.swarmkit import init_phone, start_companion
 from hearth.companion.tools.selection import _index, select, tool_text
+from hearth.node.backends import Conversation, GenerationSettings, ignore_text
+from hearth.node.backends.llamacpp import LlamaCppBackend
+from hearth.node.backends.scripted import ScriptedBackend
+from hearth.node.documents import inert_for
+from hearth.protocol.model.chat import ChatTemplate, split_at_first_user_turn
+from hearth.protocol.model.checkpoints import Checkpoints
 from hearth.protocol.model.grammar import _grammars, tool_grammar
 from hearth.protocol.model.limits import DEFAULT_LIMITS, GrammarLimits, ModelLimits, Sampling
 from hearth.protocol.model.runtime import LlamaRuntime, SessionMemory
 from hearth.protocol.model.validate import _passed, check_schemas
 from hearth.protocol.wire.errors import ErrorCode, HearthError
+from hearth.protocol.wire.messages import ChatMessage
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -150,6 +157,90 @@ def test_a_session_nobody_holds_is_not_saved_when_the_next_takes_the_context(
     assert held.tokens and held.snapshot is not None
     again = runtime.generate(held, "<|im_end|>\n<|im_start|>user\nmore", grammar=None, max_tokens=4)
     assert again.prompt_tokens == len(runtime.tokenize("<|im_end|>\n<|im_start|>user\nmore"))
+
+
+def test_a_prompt_seen_again_or_gone_on_from_evaluates_only_what_it_adds(tiny_models) -> None:
+    """The request's own prompt tokens were evaluated on every request (the largest step
+    before a first token: ~8 ms of a remote 17); llama-server starts where its last
+    prompt ended. A new session's prompt is kept short of its last token: the same
+    prompt again evaluates that one token and answers the same, and the next turn of a
+    conversation only what it adds."""
+    runtime = LlamaRuntime(tiny_models[1], n_ctx=2048)
+    template = ChatTemplate(runtime.chat_template)
+    prefix, rest = split_at_first_user_turn(template.render([{"role": "user", "content": "hi"}]))
+    first = runtime.generate(SessionMemory(), rest, prefix=prefix, grammar=None, max_tokens=6)
+    assert first.prompt_tokens == len(runtime.tokenize(prefix)) + len(runtime.tokenize(rest))
+    again = runtime.generate(SessionMemory(), rest, prefix=prefix, grammar=None, max_tokens=6)
+    assert again.prompt_tokens == 1
+    assert (again.text, again.tokens, again.prompt_total) == (
+        first.text,
+        first.tokens,
+        first.prompt_total,
+    )
+    turn = rest + first.text + "<|im_end|>\n<|im_start|>user\nand eggs<|im_end|>\n"
+    on = runtime.generate(SessionMemory(), turn, prefix=prefix, grammar=None, max_tokens=6)
+    assert 1 < on.prompt_tokens == len(runtime.tokenize(turn)) - (len(runtime.tokenize(rest)) - 1)
+    other = runtime.generate(
+        SessionMemory(),
+        "<|im_start|>user\nbye<|im_end|>\n",
+        prefix=prefix,
+        grammar=None,
+        max_tokens=6,
+    )  # another prompt: only the shared prefix is held for it
+    assert other.prompt_tokens == len(runtime.tokenize("<|im_start|>user\nbye<|im_end|>\n"))
+
+
+def test_the_nodes_marker_breaker_is_built_once_per_model(tiny_models) -> None:
+    """The node built its `Inert` (a trie of the model's special tokens, compiled) again
+    for every plan request and every document reading, before the first token."""
+    backend = LlamaCppBackend(tiny_models[0], 1024)
+    inert = inert_for(backend)
+    assert inert_for(backend) is inert
+    specials = [s for s in backend.runtime.special_texts if len(s) > 1 and " " not in s]
+    assert specials and all(inert(s) != s for s in specials)
+    assert inert_for(ScriptedBackend([])) is inert_for(ScriptedBackend([]))
+
+
+def test_checkpoints_are_bounded_and_held_only_for_the_tokens_they_were_taken_at() -> None:
+    kept = Checkpoints(count=2, max_bytes=10)
+    kept.keep("a", (1, 2, 3), b"abc")
+    assert kept.longest("a", [1], [2, 3, 4]) == ((1, 2, 3), b"abc")
+    assert kept.longest("b", [1], [2, 3, 4]) is None  # another scope's
+    assert kept.longest("a", [1], [2, 3]) is None  # the prompt's last token is always evaluated
+    assert kept.longest("a", [1], [2, 4, 4]) is None  # diverges
+    assert kept.longest("a", [1, 2, 3], [4]) is None  # nothing beyond the start
+    kept.keep("a", (1, 2), b"ab")
+    assert kept.longest("a", [1], [2, 3, 4, 5]) == ((1, 2, 3), b"abc")  # the longest
+    kept.keep("a", (1, 2, 9), b"abcdef")  # over the count: the least recently used goes
+    assert len(kept) == 2 and kept.longest("a", [1], [2, 9, 9]) is not None
+    assert kept.longest("a", [1], [2, 5, 5]) is None  # (1, 2) went: (1, 2, 3) was used since
+    assert kept.longest("a", [1], [2, 3, 4]) == ((1, 2, 3), b"abc")
+    kept.keep("a", (7, 7), b"0123456789")  # over the bytes: the oldest go
+    assert len(kept) == 1
+    kept.keep("a", (8, 8), b"0123456789a")  # larger than all: never held
+    assert kept.longest("a", [7], [7, 1]) is not None and kept.longest("a", [8], [8, 1]) is None
+
+
+def test_a_prompt_kept_for_one_phone_never_starts_another_phones(tiny_models) -> None:
+    """The node's model serves its owner's phones and, when allowed, friends' phones: a
+    prompt that started where another phone's ended would answer sooner, and so tell a
+    friend's phone what the owner's had asked. Each phone's kept prompts are its own."""
+    backend = LlamaCppBackend(tiny_models[1], 2048)
+
+    async def ask(scope: str) -> int:
+        result = await backend.generate(
+            Conversation(messages=[ChatMessage(role="user", content="note milk")], scope=scope),
+            grammar=None,
+            settings=GenerationSettings(max_tokens=4),
+            on_text=ignore_text,
+            cancel=anyio.Event(),
+        )
+        return result.prompt_tokens
+
+    assert trio.run(ask, "owner-phone") > 1
+    assert trio.run(ask, "owner-phone") == 1  # its own prompt again
+    assert trio.run(ask, "friend-phone") > 1  # the same prompt: evaluated, as if never seen
+    assert trio.run(ask, "friend-phone") == 1
 
 
 def _chunk(line: str) -> dict:

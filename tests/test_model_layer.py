@@ -180,6 +180,8 @@ def test_a_shared_prefix_is_evaluated_once_and_gives_the_same_output(runtime) ->
     template = ChatTemplate(runtime.chat_template)
     full = template.render([{"role": "user", "content": "note eggs"}], TOOLS)
     prefix, sep, rest = full.partition("<|im_start|>user")
+    other_full = template.render([{"role": "user", "content": "note some bread"}], TOOLS)
+    other = other_full.partition("<|im_start|>user")[2]
     grammar = tool_grammar(SCHEMAS, "required", 1)
     cold = runtime.generate(
         SessionMemory(),
@@ -192,9 +194,11 @@ def test_a_shared_prefix_is_evaluated_once_and_gives_the_same_output(runtime) ->
         SessionMemory(), sep + rest, grammar=grammar, max_tokens=200, prefix=prefix
     )
     second = runtime.generate(
-        SessionMemory(), sep + rest, grammar=grammar, max_tokens=200, prefix=prefix
+        SessionMemory(), sep + other, grammar=grammar, max_tokens=200, prefix=prefix
     )
     plain = runtime.generate(SessionMemory(), full, grammar=grammar, max_tokens=200)
-    assert second.prompt_tokens == len(runtime.tokenize(sep + rest)) < first.prompt_tokens
-    assert first.text == second.text == plain.text
+    other_plain = runtime.generate(SessionMemory(), other_full, grammar=grammar, max_tokens=200)
+    assert second.prompt_tokens == len(runtime.tokenize(sep + other)) < first.prompt_tokens
+    assert first.text == plain.text
+    assert second.text == other_plain.text
     assert cold.prompt_tokens > second.prompt_tokens

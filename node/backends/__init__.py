@@ -53,6 +53,7 @@ class Conversation:
     thinking_budget: int = 1024  # tokens for the thinking block, when `thinking`
     consumed: int = 0  # messages already in the backend's context (incl. its last answer)
     memory: object = None  # the backend's own per-session state (llama.cpp: its SessionMemory)
+    scope: str = ""  # who asks (a phone's peer id): model state kept from its prompts is its own
 
     def openai_messages(self, start: int = 0, stop: int | None = None) -> list[OpenAIObject]:
         """`messages[start:stop]` in OpenAI's JSON form (what chat templates and

@@ -7,16 +7,17 @@ evaluated once (the runtime's prefix cache).
 
 from __future__ import annotations
 
-import threading
+import functools
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
 
 from hearth.protocol.model.chat import ChatTemplate, split_at_first_user_turn
 from hearth.protocol.model.grammar import ToolGrammar
-from hearth.protocol.model.relay import TextRelay
+from hearth.protocol.model.inert import Inert
+from hearth.protocol.model.relay import TextRelay, generate_streamed
 from hearth.protocol.model.runtime import Generation, LlamaRuntime, SessionMemory
-from hearth.protocol.transport.taskgroups import single_error
 from hearth.protocol.wire.messages import ModelInfo
 
 from . import Conversation, GenerationSettings, OnText, ignore_text
@@ -35,6 +36,12 @@ class LlamaCppBackend:
             backend="llama-cpp",
         )
 
+    @functools.cached_property
+    def inert(self) -> Inert:
+        """What breaks chat-template markers for this model: the common templates' and
+        its own special tokens."""
+        return Inert(self.runtime.special_texts)
+
     def render(self, conv: Conversation) -> str:
         """The whole conversation as the model's chat template renders it."""
         return self.template.render(
@@ -52,7 +59,7 @@ class LlamaCppBackend:
             )
             if suffix is not None:
                 return "", suffix
-        conv.memory = SessionMemory()  # first round, or the template re-renders history
+        conv.memory = SessionMemory(scope=conv.scope)  # first round, or history re-rendered
         return split_at_first_user_turn(self.render(conv))
 
     async def generate(
@@ -68,45 +75,24 @@ class LlamaCppBackend:
         prefix, text = self._text_for(conv)
         memory = conv.memory
         assert isinstance(memory, SessionMemory)  # set by `_text_for`
-        stop = threading.Event()
-        relay = TextRelay.here()
 
-        def work() -> Generation:
-            try:
-                return self.runtime.generate(
-                    memory,
-                    text,
-                    grammar=grammar,
-                    max_tokens=settings.max_tokens,
-                    sampling=settings.sampling,
-                    cancelled=stop.is_set,
-                    on_text=relay.put,
-                    prefix=prefix,
-                    thinking_budget=conv.thinking_budget if conv.thinking else None,
-                    on_thinking=relay.put_thought,
-                )
-            finally:
-                relay.close()
+        def work(relay: TextRelay, stopped: Callable[[], bool]) -> Generation:
+            return self.runtime.generate(
+                memory,
+                text,
+                grammar=grammar,
+                max_tokens=settings.max_tokens,
+                sampling=settings.sampling,
+                cancelled=stopped,
+                on_text=relay.put,
+                prefix=prefix,
+                thinking_budget=conv.thinking_budget if conv.thinking else None,
+                on_thinking=relay.put_thought,
+            )
 
-        result: list[Generation] = []
-
-        async def run() -> None:
-            result.append(await anyio.to_thread.run_sync(work))
-
-        async def watch_cancel() -> None:
-            try:
-                await cancel.wait()
-            finally:  # a cancelled scope too (a deadline): the thread is not abandoned
-                stop.set()
-
-        with single_error():
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(run)
-                tg.start_soon(watch_cancel)
-                await relay.deliver(on_text, on_thinking)
-                tg.cancel_scope.cancel()  # the worker is done; stop the cancel watcher
+        result = await generate_streamed(work, on_text, on_thinking, cancel)
         conv.consumed = len(conv.messages) + 1  # + the assistant turn the planner appends
-        return result[0]
+        return result
 
     async def aclose(self) -> None:
         return None

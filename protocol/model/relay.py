@@ -13,12 +13,16 @@ import contextlib
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import anyio
 import trio
 
+from hearth.protocol.transport.taskgroups import single_error
+
 STREAM_INTERVAL_S = 0.015
 AsyncText = Callable[[str], Awaitable[None]]
+Result = TypeVar("Result")
 
 
 class TextRelay:
@@ -73,6 +77,50 @@ class TextRelay:
             async for _ in self.wakeups:
                 for thought, piece in self.take():
                     await (on_thinking if thought else on_text)(piece)
+
+
+async def generate_streamed(
+    work: Callable[[TextRelay, Callable[[], bool]], Result],
+    on_text: AsyncText,
+    on_thinking: AsyncText,
+    cancel: anyio.Event | None = None,
+) -> Result:
+    """`work(relay, stopped)` on a worker thread, its text handed to `on_text` and
+    `on_thinking` on this loop as it comes; its result once it has returned.
+
+    `stopped()` turns true (for the worker to stop generating) when `cancel` is set,
+    when the text has nowhere to go (a sink raised) or when this is cancelled; the
+    worker is never abandoned: this returns or raises after it has ended."""
+    relay = TextRelay.here()
+    stop = threading.Event()
+    done: list[Result] = []
+
+    def run_work() -> Result:
+        try:
+            return work(relay, stop.is_set)
+        finally:
+            relay.close()
+
+    async def run() -> None:
+        done.append(await anyio.to_thread.run_sync(run_work))
+
+    async def watch(event: anyio.Event, scope: anyio.CancelScope) -> None:
+        with scope:
+            await event.wait()
+            stop.set()
+
+    watching = anyio.CancelScope()
+    with single_error():
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            if cancel is not None:
+                tg.start_soon(watch, cancel, watching)
+            try:
+                await relay.deliver(on_text, on_thinking)
+            finally:
+                stop.set()
+                watching.cancel()  # the worker has closed the relay: nothing to watch
+    return done[0]
 
 
 def runs(pieces: list[tuple[bool, str]]) -> list[tuple[bool, str]]:

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
+from .checkpoints import Checkpoints
 from .loader import default_threads, load_llama
 from .sampling import GrammarCache, LastLogits, Sampling, TokenSampler, Utf8Guard, Utf8Shapes
 
@@ -64,6 +65,7 @@ class SessionMemory:
 
     tokens: list[int] = field(default_factory=list)
     snapshot: Any = None
+    scope: str = ""  # who asks: kept prompt states serve only their own scope (`Checkpoints`)
 
 
 SPECIAL_ATTRS = 1 | 8 | 16  # llama.cpp's LLAMA_TOKEN_ATTR_UNKNOWN | CONTROL | USER_DEFINED
@@ -94,6 +96,7 @@ class LlamaRuntime:
         self.recommended = Sampling.from_gguf(meta)  # the model card's own settings, if any
         self._owner: weakref.ref[SessionMemory] | None = None  # a dropped session: gone
         self._prefixes: OrderedDict[str, tuple[list[int], bytes]] = OrderedDict()
+        self._checkpoints = Checkpoints()  # where recent prompts ended, to go on from
         self._token_bytes: list[bytes] | None = None
         self._utf8_shapes: Utf8Shapes | None = None
         self.grammars = GrammarCache(llama_cpp, self.llm)
@@ -134,15 +137,19 @@ class LlamaRuntime:
         `</think>` go to `on_thinking` (at most the budget; then the block is closed
         for the model), and the grammar starts after it. Only valid UTF-8 is emitted.
         A `prefix` that sessions share (the tools block of a first prompt) is evaluated
-        once and its state kept: the next session that starts with it skips it.
+        once and its state kept: the next session that starts with it skips it. A new
+        session's prompt is kept too, short of its last token (`Checkpoints`): the same
+        prompt again, or one that goes on from it, evaluates only what it adds.
         """
         new_tokens = self.tokenize(text)
         with self.lock:
             self._restore(memory)
-            evaluated_prefix = self._start_from_prefix(memory, prefix) if prefix else 0
+            fresh = bool(prefix) or not memory.tokens  # a new context: its prompt is kept
+            evaluated_prefix, held = self._start_fresh(memory, prefix, new_tokens)
+            rest = new_tokens[held:]  # what no checkpoint holds
             # a block closed at its budget also holds its closing tokens
             budget = thinking_budget + len(self.tokenize(THINK_CLOSE)) if thinking_budget else 0
-            needed = len(memory.tokens) + len(new_tokens) + max_tokens + budget
+            needed = len(memory.tokens) + len(rest) + max_tokens + budget
             if needed > self.n_ctx:
                 raise HearthError(
                     ErrorCode.INVALID_INPUT,
@@ -153,8 +160,16 @@ class LlamaRuntime:
             )
             loop = _TokenLoop(self, sampler, cancelled, confidence)
             try:
-                self.llm.eval(new_tokens)
-                memory.tokens = memory.tokens + new_tokens
+                if fresh and len(rest) > 1:  # kept short of its last token
+                    self.llm.eval(rest[:-1])
+                    memory.tokens = memory.tokens + rest[:-1]
+                    self._checkpoints.keep(memory.scope, tuple(memory.tokens), self._save_seq())
+                    rest = rest[-1:]
+                if len(rest) == 1:
+                    self._append(rest[0])  # one token: no batch built, no cache walk
+                else:
+                    self.llm.eval(rest)
+                memory.tokens = memory.tokens + rest
                 prompt_total = len(memory.tokens)
                 thought = ""
                 if thinking_budget:
@@ -169,7 +184,7 @@ class LlamaRuntime:
                 answer,
                 loop.produced,
                 loop.finish or "length",
-                evaluated_prefix + len(new_tokens),
+                evaluated_prefix + len(new_tokens) - held,
                 math.exp(sum(loop.logprobs) / len(loop.logprobs)) if loop.logprobs else None,
                 thinking=thought,
                 prompt_total=prompt_total,
@@ -208,6 +223,31 @@ class LlamaRuntime:
             raise HearthError(ErrorCode.INTERNAL, f"llama_decode failed ({status})")
         llm.input_ids[position] = token
         llm.n_tokens = position + 1
+
+    def _start_fresh(
+        self, memory: SessionMemory, prefix: str, prompt: list[int]
+    ) -> tuple[int, int]:
+        """Start a new session's context where the most of `prefix + prompt` is held: a
+        checkpoint of an earlier prompt, else the shared prefix (a session going on is
+        where it left off). Returns the prefix's tokens evaluated and how many of
+        `prompt` are held."""
+        if memory.tokens:
+            return (self._start_from_prefix(memory, prefix) if prefix else 0), 0
+        cached = self._prefixes.get(prefix) if prefix else ([], b"")
+        found = (
+            self._checkpoints.longest(memory.scope, cached[0], prompt)
+            if cached is not None
+            else None
+        )
+        if found is None:
+            return (self._start_from_prefix(memory, prefix) if prefix else 0), 0
+        assert cached is not None
+        tokens, state = found
+        if prefix:
+            self._prefixes.move_to_end(prefix)
+        self._load_seq(state, list(tokens))
+        memory.tokens = list(tokens)
+        return 0, len(tokens) - len(cached[0])
 
     def _start_from_prefix(self, memory: SessionMemory, prefix: str) -> int:
         """Put the shared `prefix` in `memory`'s (empty) context, from cache if held;

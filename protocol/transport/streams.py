@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import contextlib
+import struct
 
+import trio
 from libp2p.abc import IMuxedConn, IMuxedStream, INetStream, ISecureConn
 from libp2p.network.stream.exceptions import StreamEOF
 from libp2p.network.swarm import Swarm
 from libp2p.peer.id import ID
-from libp2p.stream_muxer.yamux.yamux import Yamux, YamuxStream
+from libp2p.stream_muxer.yamux.yamux import (
+    FLAG_ACK,
+    FLAG_SYN,
+    HEADER_SIZE,
+    TYPE_WINDOW_UPDATE,
+    YAMUX_HEADER_FORMAT,
+    Yamux,
+    YamuxStream,
+)
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.frames import DEFAULT_MAX_FRAME, FrameDecoder, FrameError, encode
@@ -38,7 +48,33 @@ class HalfWindowCredit(YamuxStream):
 
 
 class CreditYamux(Yamux):
-    """Yamux whose streams, both ways, are `HalfWindowCredit`."""
+    """Yamux whose streams, both ways, are `HalfWindowCredit`, and whose new streams
+    say so with their first frame.
+
+    py-libp2p writes a stream's SYN when it is opened and its ACK when it arrives, each
+    its own Noise message and socket write (and the peer's read of it); a dialer then
+    writes its first message, a listener its answer. Both are held here and go with the
+    stream's first frame (rust-yamux opens lazily too; go-yamux and py-libp2p take a
+    SYN or ACK on any frame): the plan request reaches the node in one message, and
+    the node's answer with its ACK. A stream ended before it sent anything drops its
+    held frame with it. Frames go out without py-libp2p's per-frame debug formatting.
+    """
+
+    async def _write_frame(self, data: bytes) -> None:
+        _, kind, flags, stream_id, length = struct.unpack(YAMUX_HEADER_FORMAT, data[:HEADER_SIZE])
+        held = _held(self)
+        if kind == TYPE_WINDOW_UPDATE and flags in (FLAG_SYN, FLAG_ACK) and not length:
+            held[stream_id] = data  # a new stream's: goes with its first frame
+            return
+        data = held.pop(stream_id, b"") + data if held else data
+        async with self._write_lock:
+            await self.secured_conn.write(data)
+        await trio.lowlevel.checkpoint()
+
+    def _finalize_stream_locked(self, stream: YamuxStream, *, fully_closed: bool) -> None:
+        if fully_closed:  # reset by the peer before it was written to: nothing to say
+            _held(self).pop(stream.stream_id, None)
+        super()._finalize_stream_locked(stream, fully_closed=fully_closed)
 
     async def open_stream(self) -> YamuxStream:
         stream = await super().open_stream()
@@ -50,6 +86,13 @@ class CreditYamux(Yamux):
         if type(stream) is YamuxStream:
             stream.__class__ = HalfWindowCredit
         return stream
+
+
+def _held(conn: Yamux) -> dict[int, bytes]:
+    """`conn`'s held SYN and ACK frames by stream (its class was changed after it was
+    built: the dict is made on first use)."""
+    held: dict[int, bytes] = conn.__dict__.setdefault("_hearth_held", {})
+    return held
 
 
 def credit_streams(swarm: Swarm) -> None:
