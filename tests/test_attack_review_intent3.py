@@ -10,6 +10,7 @@ card's number passes for the user's words (sent, no confirmation asked)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -19,6 +20,7 @@ from hearth.companion.tools.registry import Tier, Tool
 
 from .phone_kit import declared, make_plan, web_lookup_tool
 from .test_attack_review_intent import OWNER_NAMES, _sent_to_card
+from .test_attack_review_intent2 import _home_view
 from .test_precise_labels import phone, rounds
 
 pytestmark = pytest.mark.hostile
@@ -253,3 +255,61 @@ def test_a_selections_pick_cannot_spell_a_bit(tmp_path) -> None:
     )
     obs = rounds(executor, REQUEST, READ_NOTE, leak)
     assert obs[-1].status == "refused" and looked_up == []
+
+
+# -- other oracles for a home that may not read private results ---------------------------
+
+
+def _home_status(tmp_path, notes: list[dict[str, str]], *steps) -> list[tuple[str, str | None]]:  # type: ignore[no-untyped-def]
+    """Each step's status and error as the home planner is told them, for a phone whose
+    notes are `notes` (private: the home sees them redacted)."""
+    executor, _, data = phone(tmp_path)
+    (data.root / "notes.json").write_text(json.dumps(notes))
+
+    async def page_count(n: int) -> str:
+        """Count the pages of the app's current document."""
+        return "ok"
+
+    executor.registry.add(declared(page_count, Tier.READ_ONLY, untrusted_results=False))
+    return _home_view(executor, make_plan(*steps), REQUEST, "PIN")
+
+
+BANK = {"id": "n1", "title": "Bank", "text": "PIN 4921"}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a plain $ref whose path names nothing in a result the home may not read is "
+    "refused, one that names something runs: the status (its error redacted) tells the "
+    "home how many private notes matched, one bit a step, the exact count with a few. "
+    "Fix: a plain $ref with a path into a result its planner may not read is blind, as a "
+    "selection by hidden criteria is (asked, so --yes refuses it whatever it finds).",
+)
+def test_a_refs_path_into_a_hidden_result_is_no_oracle_for_the_home(tmp_path) -> None:
+    steps = [
+        ("s1", "notes_search", {"query": "Bank"}, []),
+        ("s2", "notes_search", {"query": {"$ref": "s1.result.1.text"}}, ["s1"]),
+    ]
+    one = _home_status(tmp_path / "one", [BANK], *steps)
+    two = _home_status(tmp_path / "two", [BANK, {**BANK, "id": "n2"}], *steps)
+    assert one == two
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a hidden value (the only note's text: no choice of position) passed into a "
+    "tool whose schema it may not fit (an integer, a Short's length) is refused or runs "
+    "by what it holds: the home learns whether the private note is a number; with a "
+    "bounded type (an MCP schema's "
+    "maximum or pattern) it can search it. Fix: a step whose arguments carry a value its "
+    "planner may not read and fail the schema reports the same status as one that "
+    "fits (or is asked, as a blind selection).",
+)
+def test_a_hidden_values_type_is_no_oracle_for_the_home(tmp_path) -> None:
+    steps = [
+        ("s1", "notes_search", {"query": "Bank"}, []),
+        ("s2", "page_count", {"n": {"$ref": "s1.result.0.text"}}, ["s1"]),
+    ]
+    number = _home_status(tmp_path / "number", [{**BANK, "text": "4921"}], *steps)
+    words = _home_status(tmp_path / "words", [BANK], *steps)
+    assert number == words
