@@ -15,13 +15,20 @@ from dataclasses import replace
 
 import pytest
 
+from hearth.companion.events import AskRequest
 from hearth.companion.intent import Intent, named
+from hearth.companion.settings import PHONE_LIMITS
 from hearth.companion.tools.registry import Tier, Tool
+from hearth.protocol.wire.errors import HearthError
 
+from .hostile.harness import Bench
+from .hostile.script import Round, Script
+from .hostile.suites import step
 from .phone_kit import declared, make_plan, web_lookup_tool
 from .test_attack_review_intent import OWNER_NAMES, _sent_to_card
 from .test_attack_review_intent2 import _home_view
 from .test_precise_labels import phone, rounds
+from .test_session_reads import VAULT, bench, conversation  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.hostile
 
@@ -313,3 +320,44 @@ def test_a_hidden_values_type_is_no_oracle_for_the_home(tmp_path) -> None:
     number = _home_status(tmp_path / "number", [{**BANK, "text": "4921"}], *steps)
     words = _home_status(tmp_path / "words", [BANK], *steps)
     assert number == words
+
+
+# -- the count of covered calls, kept with the conversation's turns ----------------------
+
+LOOK_UP = "look up the weather on news.example"
+
+
+def _lookup_then_fail(query: str) -> Script:
+    """A turn whose first round's lookup runs (the covered call), then whose second plan
+    holds more steps than the phone's limits allow (refused whole: the turn fails)."""
+    lookup = step("s1", "web_lookup", site="news.example", query=query)
+    too_many = [step(f"s{k}", "vault_read") for k in range(1, PHONE_LIMITS.max_steps + 2)]
+    return Script(rounds=[Round(steps=[lookup]), Round(steps=too_many)])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the covered calls a turn spent are kept only by kept_result, with an answered "
+    "turn's labels: a turn that fails (here its second plan is over the phone's step "
+    "limit; a deadline, a cut link or a malformed plan would do) is kept 'failed' with no "
+    "labels, so the next turn gets a covered call again: a planner that fails every other "
+    "turn gets one per two turns, not one per conversation. Fix: keep "
+    "Turn.out_after_private (and the turn's private reads) in Conversations.failed too, "
+    "and count them in prompt.build.",
+)
+@pytest.mark.timeout(300)
+def test_a_failed_turn_still_spends_the_conversations_covered_call(bench: Bench) -> None:  # noqa: F811
+    """Turn 1 reads the vault (private); turn 2's lookup is the conversation's covered
+    call, then turn 2 fails; turn 3's lookup must be asked (refused under --yes): a
+    planner that fails every other turn must not get a covered call each time."""
+    read = Script(rounds=[Round(steps=[step("s1", "vault_read")])], answer=f"It is {VAULT}.")
+    again = Round(steps=[step("s1", "web_lookup", site="news.example", query="the weather")])
+    conversation(bench, [(AskRequest(text="what's in my vault?", route="remote"), read)], True)
+    with pytest.raises(HearthError, match="beyond the"):
+        conversation(bench, [(_continued(LOOK_UP), _lookup_then_fail("weather"))], True)
+    _, _, later = conversation(bench, [(_continued(LOOK_UP), Script(rounds=[again]))], True)
+    assert later == []
+
+
+def _continued(text: str) -> AskRequest:
+    return AskRequest(text=text, route="remote", continue_last=True)
