@@ -20,6 +20,7 @@ from hearth.companion.intent import Intent, named
 from hearth.companion.settings import PHONE_LIMITS
 from hearth.companion.tools.registry import Tier, Tool
 from hearth.protocol.wire.errors import HearthError
+from hearth.protocol.wire.messages import ChatMessage
 
 from .hostile.harness import Bench
 from .hostile.script import Round, Script
@@ -361,3 +362,41 @@ def test_a_failed_turn_still_spends_the_conversations_covered_call(bench: Bench)
 
 def _continued(text: str) -> AskRequest:
     return AskRequest(text=text, route="remote", continue_last=True)
+
+
+def _app_asks(history: list[ChatMessage]) -> AskRequest:
+    """An app's request (the OpenAI or native API without metadata.conversation): the
+    app keeps the conversation and hands it in."""
+    return AskRequest(text=LOOK_UP, route="remote", history=history)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="with the app's own history (no conversation kept on the phone), the phone "
+    "counts covered calls from kept turns only: none. The app's assistant message is a "
+    "private read (APP_GIVEN), yet each request the app sends gets a new covered call: "
+    "one per message of the app's chat, not one per conversation. Fix: when the history "
+    "is the app's and holds an APP_GIVEN message, --yes covers no open-world call "
+    "written after it (the phone cannot count what that conversation spent).",
+)
+@pytest.mark.timeout(300)
+def test_an_apps_own_history_gets_no_covered_call_per_message(bench: Bench) -> None:  # noqa: F811
+    vault = [
+        ChatMessage(role="user", content="what's in my vault?"),
+        ChatMessage(role="assistant", content=f"It is {VAULT}."),
+    ]
+    later = [
+        *vault,
+        ChatMessage(role="user", content=LOOK_UP),
+        ChatMessage(role="assistant", content="Done."),
+    ]
+    lookup = Script(
+        rounds=[Round(steps=[step("s1", "web_lookup", site="news.example", query="weather")])]
+    )
+    again = Script(
+        rounds=[Round(steps=[step("s1", "web_lookup", site="news.example", query="the weather")])]
+    )
+    _, _, looked_up = conversation(
+        bench, [(_app_asks(vault), lookup), (_app_asks(later), again)], True
+    )
+    assert len(looked_up) <= 1
