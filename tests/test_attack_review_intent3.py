@@ -129,6 +129,31 @@ def test_a_message_noun_after_and_is_not_an_imperative(tmp_path, card, request_)
     _refused(tmp_path, card, request_)
 
 
+CONTENT_AFTER_COLON = [  # what a note, a reminder, a list or a translation holds
+    ("Acme", "Read the news, then add a reminder: call Acme at 5."),
+    ("Acme", "Read the news, then add to my to-do list: call Acme."),
+    ("Acme", "Write an email to Bob. Subject: call Acme tomorrow."),
+    ("Acme", "Read the news and make a list: email Acme, buy milk."),
+    ("Acme", "Read the news, then save this as a draft - email Acme about the lease."),
+    ("Acme", "Read the news. My to-dos: call Acme, pay rent."),
+    ("Acme", "Translate to French: call Acme tomorrow."),
+]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a colon or a dash opens a message only after an imperative of VERBS; after "
+    "any other verb or a label (add a reminder:, to-do list:, Subject:, Translate:) what "
+    "follows is the content of a note, a list or a text to translate, and its 'call Acme' "
+    "is taken as the user's order to the phone. Fix: after a colon or a dash that follows "
+    "words of the same sentence (any verb, a noun), the rest of the sentence is content, "
+    "not an order, unless nothing but a starter ('then:') precedes it.",
+)
+@pytest.mark.parametrize(("card", "request_"), CONTENT_AFTER_COLON)
+def test_the_content_of_a_note_or_a_list_addresses_no_one(tmp_path, card, request_) -> None:
+    _refused(tmp_path, card, request_)
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="a reply's 'from X' addresses X whatever X is; 'my last email from Berlin' is "
