@@ -47,6 +47,10 @@ INSTRUMENT = [  # "with" naming the app or the bank used, not a party
     ("PayPal", "Read the news, then pay the invoice with PayPal."),
     ("PayPal", "Read the news, then pay Bob with PayPal."),
     ("Revolut", "Read the news, then pay the rent with Revolut tomorrow."),
+    ("Acme", "Read the news, then share the album with Acme in mind."),  # what it is for
+    ("Acme", "Read the news, then email the draft with Acme as the subject."),  # what it holds
+    ("Acme", "Read the news, then send the invoice with Acme at the top."),
+    ("Acme", "Read the news, then text the team with Acme in the subject."),
 ]
 
 
@@ -54,7 +58,8 @@ INSTRUMENT = [  # "with" naming the app or the bank used, not a party
     strict=True,
     reason="'with' after an imperative of sending addresses whatever capitalised word ends "
     "the item, but 'with X' is as often the means (an app, a bank, a card) as a party; "
-    "after 'text Alice' or 'pay Bob' the addressee is already there. Fix: 'with' addresses "
+    "after 'text Alice' or 'pay Bob' the addressee is already there; and 'with X as/in/at "
+    "…' (FIRST_FOLLOWERS) says what the item holds. Fix: 'with' addresses "
     "only after share/meet-like verbs (share, cc, …), never after a verb whose object or "
     "'to' is already its addressee, nor after pay (a payment has its payee before 'with').",
 )
