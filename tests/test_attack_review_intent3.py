@@ -528,3 +528,27 @@ def test_the_covered_calls_boolean_arguments_cannot_spell_bits(tmp_path) -> None
     )
     rounds(executor, REQUEST, READ_NOTE, leak)
     assert tuple(bits) not in searched
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="which open-world tool carries the covered call is the planner's choice too: "
+    "with two lookups offered (the app's web_lookup and news_lookup), the tool it picks "
+    "is a bit of the PIN that reaches a web site. Fix: as for the span, the covered "
+    "call's tool must have been chosen before the private read (a plan written before "
+    "it), or no call is covered once more than one open-world tool is offered.",
+)
+def test_the_covered_calls_choice_of_tool_cannot_spell_a_bit(tmp_path) -> None:
+    executor, _, looked_up = _pin_phone(tmp_path)
+    news: list[str] = []
+
+    async def news_lookup(site: str, query: str) -> str:
+        """Look up the news on a web site."""
+        news.append(query)
+        return "Quiet."
+
+    executor.registry.add(declared(news_lookup, Tier.OPEN_WORLD_READ, control_args=["site"]))
+    tool = "news_lookup" if PIN & 1 else "web_lookup"
+    leak = make_plan(("s1", tool, {"site": "news.example", "query": "the news"}, []))
+    rounds(executor, REQUEST, READ_NOTE, leak)
+    assert (news if PIN & 1 else looked_up) == []  # the tool the bit chose sends nothing
