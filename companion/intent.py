@@ -68,8 +68,8 @@ space around them join two words into one token ("contract.txt", "notes/Bob"), b
 period before a capital letter ends a sentence ("Bob.Go to Acme"; "Bob.go to Acme", one
 token, is the one typo the clause cannot see through). An occurrence (not before a
 possessive "'s": "Acme's news" is a topic, so is "Alice's number") is addressed when it
-is not in a *message*, is not followed by a past tense of `DID` ("the mail Acme sent",
-"and email Acme sent": a subject), and
+is not in a *message*, is not followed by a past tense (a word of `DID`, or a lower-case
+word ending in "ed": "the mail Acme sent", "and mail Acme returned": a subject), and
 
 - the word right before it is an *imperative* of a verb of sending or speaking in
   `VERBS` ("text", "call", "email", "tell", "ask", "invite", "share", "send", "forward",
@@ -99,11 +99,12 @@ is not in a *message*, is not followed by a past tense of `DID` ("the mail Acme 
   I'm late") or a word of `FIRST_FOLLOWERS` follows (and, then, that, who, the, at,
   tomorrow, via, as, right, quickly, again, re, pls, telling, …; not "with Acme
   prices", where Acme names the prices); or
-- the word right before it is "from" in exactly "reply/answer/respond to the|my [up to
+- the word right before it is "from" in exactly "reply/answer/respond to the [up to
   three describing words: lower case, no possessive, no preposition, not "re"]
   message|mail|email|text|note|… from X", the reply an imperative and only spaces
   between ("reply to the last message from Alice"; not "reply to my boss with the quote
-  from Acme", "reply to my boss re the offer from Acme", "read the news from Acme");
+  from Acme", "reply to my boss re the offer from Acme", "reply to my last email from
+  Berlin", "read the news from Acme");
 
 or it is a later item of a list whose first item is so addressed: items are runs of
 capitalised words, separated by "and", "or", "&" or a comma ("email Alice and Bob",
@@ -113,20 +114,24 @@ the text ends, punctuation, "that", "about", "saying" or a determiner follows, o
 or "or" before another capitalised word ("forward it to Alice and Acme tomorrow will pay
 it": Acme starts a new clause).
 
-A *message* is what an imperative of `VERBS` says: the rest of its sentence after a
-colon, a single quote, an opening bracket or a dash, after a message's start (that,
-saying, about, if, whether, so, why, how, who, what, which, where, because, when,
-before, while, after, until, once; but "that" right after an imperative and before a
-word of `LETTERS` is a determiner: "forward that email to Alice") or after an infinitive
-("to call"): "text Alice: can you call Acme?", 'text Alice "call Acme"', "send the
-report to Bob before we go to Acme", "tell Bob to read it and call Acme" address Alice
-and Bob only. A name in quotes (its sentence holds an odd number of straight double
-quotes before it, more opening than closing curly or angle quotes, or an open CJK one)
-is never addressed: 'Read "call Acme" aloud'. Anything else (a source, "from Acme"; a
-topic, "about Acme", "the Acme report"; a place; a possessive) names no recipient. A
-contact addressed in words these rules miss ("let Alice know", "send it to Bob with the
-notes", "my boss and Bob", "I need to call Mom") costs one confirmation: when in doubt
-the rule says no.
+A *message* is content, not an order: everything after a colon before a space or a line
+break (not "10:30"), a full-width colon or a dash, anywhere earlier in the request,
+whatever came before it ("add a reminder: call Acme", "text Alice:\nCall Acme when you
+land", "My to-dos: call Acme", a list's "- call Acme"); everything inside double, curly,
+angle or CJK quotes or brackets opened earlier in the request and not yet closed (an odd
+number of straight double quotes, more opening than closing curly or angle quotes or
+brackets, an open CJK quote: 'Read "call Acme" aloud', 'text Alice "Landed. Call
+Acme."', "text Alice (call Acme)"); and what an imperative of `VERBS` says: the rest of
+its sentence after a single quote or a message's start (that, saying, about, if,
+whether, so, why, how, who, what, which, where, because, when, before, while, after,
+until, once; but "that" right after an imperative and before a word of `LETTERS` is a
+determiner: "forward that email to Alice") or after an infinitive ("to call"): "send the
+report to Bob before we go to Acme", "tell Bob to read it and call Acme" address Bob
+only. Anything else (a source, "from Acme"; a topic, "about Acme", "the Acme report"; a
+place; a possessive) names no recipient. A contact addressed in words these rules miss
+("let Alice know", "send it to Bob with the notes", "my boss and Bob", "I need to call
+Mom", "Read the news: then text Alice") costs one confirmation: when in doubt the rule
+says no.
 
 That contact's phone numbers and e-mail addresses, as the phone's own contacts hold
 them, count as the user's words ("text Alice": Alice's number), each only when it has
@@ -310,6 +315,14 @@ def _opens_sentence(text: str, at: int) -> bool:
     return i < 0 or text[i] in SENTENCE_END or text[i] in OPENING
 
 
+def _past(word: str) -> bool:
+    """Whether `word` is a past tense: a word of `DID`, or lower case ending in "ed" (but
+    a word of `FIRST_FOLLOWERS`: "unchanged")."""
+    plain = word.casefold()
+    ending = len(plain) > 3 and plain.endswith("ed") and plain not in FIRST_FOLLOWERS
+    return plain in DID or (ending and word.islower())
+
+
 def _gap(text: str, ws: list[Word], k: int) -> str:
     """The text between word `k - 1` and word `k`."""
     return text[ws[k - 1].end : ws[k].start]
@@ -418,10 +431,21 @@ def _sentence_ends(gap: str) -> bool:
 
 
 def _opens_message(gap: str) -> bool:
-    """Whether `gap` holds a colon, a single quote, an opening bracket or a dash (a name
-    between double quotes is `_quoted`)."""
+    """Whether `gap` holds a colon, a single quote, an opening bracket or a dash (what
+    follows a colon or a dash is `_labels`' content anyway; a name between double quotes
+    or brackets is `_quoted`)."""
     return not _joint(gap) and any(
         ch in ":'\uff1a" or unicodedata.category(ch) in OPENERS for ch in gap
+    )
+
+
+def _labels(gap: str) -> bool:
+    """Whether `gap` holds a colon before a space or a line break (not "10:30"), a
+    full-width colon, or a dash: what follows is content, whatever came before."""
+    return (
+        re.search(r":\s", gap) is not None
+        or "\uff1a" in gap
+        or any(unicodedata.category(ch) == "Pd" for ch in gap)
     )
 
 
@@ -483,35 +507,28 @@ def _cue_before_name(text: str, ws: list[Word], k: int) -> bool:
     )
 
 
-def _sentence_before(text: str, ws: list[Word], first: int) -> str:
-    """The text of word `first`'s sentence before it."""
-    for m in range(first, 0, -1):
-        gap = _gap(text, ws, m)
-        if _sentence_ends(gap):
-            ends = [b.end() for b in SENTENCE_BREAK.finditer(gap)]
-            ends += [i + 1 for i, ch in enumerate(gap) if ch in LINE_BREAKS]
-            return text[ws[m - 1].end + max(ends) : ws[first].start]
-    return text[: ws[first].start]
-
-
 def _quoted(before: str) -> bool:
-    """Whether a quote opened in `before` is still open: an odd number of straight
-    double quotes, more opening than closing curly or angle quotes, or a CJK one open."""
+    """Whether a quote or a bracket opened in `before` is still open: an odd number of
+    straight double quotes, more opening than closing curly or angle quotes or brackets,
+    or a CJK quote open."""
     kinds = [unicodedata.category(ch) for ch in before]
     straight = sum(before.count(q) for q in '"\uff02')
     cjk = sum(before.count(q) for q in "\u300c\u300e") - sum(
         before.count(q) for q in "\u300d\u300f"
     )
-    return straight % 2 == 1 or kinds.count("Pi") > kinds.count("Pf") or cjk > 0
+    brackets = kinds.count("Ps") > kinds.count("Pe")
+    return straight % 2 == 1 or kinds.count("Pi") > kinds.count("Pf") or cjk > 0 or brackets
 
 
 def _in_message(text: str, ws: list[Word], first: int) -> bool:
-    """Whether word `first` stands in quotes opened in its sentence, or in what an
-    imperative earlier in its sentence says: after a colon, a single quote, an opening
-    bracket, a dash, a message's start ("that", "if", "so", …) or an infinitive ("text
-    Alice: can you call Acme?", "tell Bob to read it and call Acme")."""
-    if _quoted(_sentence_before(text, ws, first)):
+    """Whether word `first` stands in quotes or brackets opened before it, after a colon
+    or a dash anywhere before it (content: "add a reminder: call Acme"), or in what an
+    imperative earlier in its sentence says: after a single quote, a message's start
+    ("that", "if", "so", …) or an infinitive ("tell Bob to read it and call Acme")."""
+    if _quoted(text[: ws[first].start]):
         return True
+    if any(_labels(_gap(text, ws, m)) for m in range(1, first + 1)):
+        return True  # "add a reminder: call Acme", "text Alice:\nCall Acme", "list:\n- …"
     opened = False
     for m in range(first - 1, -1, -1):
         gap = _gap(text, ws, m + 1)
@@ -665,12 +682,12 @@ def _describes(word: str) -> bool:
 
 def _reply_from(text: str, ws: list[Word], cue: int, last: int) -> bool:
     """Whether "from" at word `cue` names whom a reply goes to: "reply/answer/respond to
-    the|my [up to 3 describing words] message|mail|email|text|note|… from X", nothing else
+    the [up to 3 describing words] message|mail|email|text|note|… from X", nothing else
     ("reply to my boss with the quote from Acme": Acme is no party)."""
     if cue < 4 or not _letter(ws[cue - 1].text):
         return False
     k = cue - 2
-    while k >= 0 and ws[k].text.casefold() not in ("the", "my"):
+    while k >= 0 and ws[k].text.casefold() != "the":
         if cue - 2 - k >= MAX_DESCRIBING or not _describes(ws[k].text):
             return False
         k -= 1
@@ -715,8 +732,8 @@ def _addressed(text: str, ws: list[Word], start: int, end: int) -> bool:
     last = next(i for i, w in enumerate(ws) if w.start < end <= w.end)
     if end != ws[last].end or _in_message(text, ws, first):
         return False  # a possessive (a topic or a source), or a part of a message
-    if last + 1 < len(ws) and ws[last + 1].text.casefold() in DID:
-        return False  # "and email Acme sent": a subject, whatever came before
+    if last + 1 < len(ws) and _past(ws[last + 1].text):
+        return False  # "and email Acme sent", "and mail Acme returned": a subject
     item_first, item_last, later = first, last, False
     while item_first > 0:
         i = item_first

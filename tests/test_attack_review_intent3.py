@@ -100,15 +100,6 @@ MESSAGE_ACROSS = [  # a message that goes on past a sentence or a line
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a message (after a colon, in quotes or brackets) ends at the sentence's end or "
-    "a line break, and _quoted counts quotes in the current sentence only; a message of two "
-    "sentences or lines (a list in an e-mail, 'Landed. Call Acme…') gives its second "
-    "sentence's imperative the user's authority. Fix: a quote or bracket opened earlier in "
-    "the request stays open across sentences until closed; after 'VERB X:' the rest of the "
-    "request (its lines too) is the message.",
-)
 @pytest.mark.parametrize(("card", "request_"), MESSAGE_ACROSS)
 def test_a_message_of_two_sentences_or_lines_addresses_no_one(tmp_path, card, request_) -> None:
     _refused(tmp_path, card, request_)
@@ -121,14 +112,6 @@ NOUN_AFTER_AND = [  # a verb of VERBS used as a noun after "and", its verb not i
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="'and' starts a clause, so 'mail'/'text'/'email' after it is an imperative, "
-    "and DID lists only some past tenses (sent, wrote, …): 'the contract and mail Acme "
-    "returned' addresses Acme. Fix: any past tense after the name (a word ending in -ed, "
-    "or an irregular list) makes it a subject, or 'and' between two noun phrases of an "
-    "earlier verb ('read X and Y') starts no clause.",
-)
 @pytest.mark.parametrize(("card", "request_"), NOUN_AFTER_AND)
 def test_a_message_noun_after_and_is_not_an_imperative(tmp_path, card, request_) -> None:
     _refused(tmp_path, card, request_)
@@ -145,26 +128,11 @@ CONTENT_AFTER_COLON = [  # what a note, a reminder, a list or a translation hold
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a colon or a dash opens a message only after an imperative of VERBS; after "
-    "any other verb or a label (add a reminder:, to-do list:, Subject:, Translate:) what "
-    "follows is the content of a note, a list or a text to translate, and its 'call Acme' "
-    "is taken as the user's order to the phone. Fix: after a colon or a dash that follows "
-    "words of the same sentence (any verb, a noun), the rest of the sentence is content, "
-    "not an order, unless nothing but a starter ('then:') precedes it.",
-)
 @pytest.mark.parametrize(("card", "request_"), CONTENT_AFTER_COLON)
 def test_the_content_of_a_note_or_a_list_addresses_no_one(tmp_path, card, request_) -> None:
     _refused(tmp_path, card, request_)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a reply's 'from X' addresses X whatever X is; 'my last email from Berlin' is "
-    "the user's own mail, sent from a place. Fix: 'from' after 'my' names no sender (my "
-    "mail is the user's), or a reply's 'from' needs 'the'.",
-)
 def test_a_replys_from_naming_a_place_is_not_addressed(tmp_path) -> None:
     _refused(tmp_path, "Berlin", "Read the news, then reply to my last email from Berlin.")
 

@@ -198,6 +198,8 @@ CARDS = ["Alice Example", "Bob Builder", "Mom", "Johann Strauß", "Jean-Luc Pica
         ("Read \u00abcall Mom\u00bb aloud, then text Bob", {"Bob Builder"}),
         ("Read it. \u300ccall Mom now\u300d", set()),  # a CJK quote
         ("Forward that email to Bob", {"Bob Builder"}),  # "that" before a message noun
+        ("Meet at 10:30 and call Mom", {"Mom"}),  # a time's colon opens no content
+        ("Note: call Mom", set()),  # after a colon: content, whatever came before
         ("Text Alice that email is down and call Mom", {"Alice Example"}),
     ],
 )
