@@ -59,40 +59,79 @@ it), is *said* in the request. Said means an occurrence that is
 - overlapping no occurrence that says another contact ("Mom's work" says neither the
   card "Mom" nor the card "Mom's work" when both exist).
 
-A contact said counts only where the request *addresses* it: a message, a call or
-something shared goes to it. An occurrence (not before a possessive "'s": "Acme's news"
-is a topic, so is "Alice's number") is addressed when, within its sentence (no `.!?…:;`
-before a space, no line break between), the word right before it is
+A contact said counts only where the request *addresses* it: the request orders the
+phone to send, call or share to it. Words are split by punctuation: any Unicode
+punctuation between two words (a comma, a colon, a dash, a bracket, a quote; full-width,
+ideographic and Arabic ones too) ends a *clause*, and `.!?…` before a space, a CJK full
+stop (with or without a space) or a line break ends a *sentence*; only `./@_` with no
+space around them join two words into one token ("contract.txt", "notes/Bob"), but a
+period before a capital letter ends a sentence ("Bob.Go to Acme"; "Bob.go to Acme", one
+token, is the one typo the clause cannot see through). An occurrence (not before a
+possessive "'s": "Acme's news" is a topic, so is "Alice's number") is addressed when it
+is not in a *message*, is not followed by a past tense (a word of `DID`, or a lower-case
+word ending in "ed": "the mail Acme sent", "and mail Acme returned": a subject), and
 
-- a verb of sending or speaking in `VERBS` ("text Alice", "call Mom", "email Bob",
-  "tell", "ask", "invite", "share", "send", "forward", "reply", "pay", …), used as a
-  verb: not right after a determiner ("the", "a", "my", "this", … in `DETERMINERS`) or
-  a possessive, where it is a noun ("the email Acme sent", "the call with Acme"), nor
-  after "to" in a clause whose verb of sending already addressed someone ("text Alice
-  the number to call Acme", "ask him to call Acme": what is sent, or an order to him); or
-- "to" or "with", with such a verb earlier in the same clause (no comma, "and", "or",
-  "then" or "but" between) that addressed no one yet, right after it: a capitalised word
-  or "me", "him", "us", "them" ("send it to Bob", "share the file with Alice"; not "text
-  Alice directions to Paris", "text me the way to Paris", "go to Acme", "compare it with
-  Acme", "send the notes and the report to Bob": a clause that starts at "and", one
-  confirmation), where the name ends its item: the text, its sentence or clause ends, or
-  a word of `ITEM_FOLLOWERS` follows ("to Bob tomorrow", "with Alice at noon"; not "with
-  Acme prices", where Acme names the prices); or
-- "from", with "reply", "answer" or "respond" earlier in the same clause and no other
-  capitalised word, nor "that", "about" or "saying", between ("reply to the last message
-  from Alice"; not "read the news from Acme", "reply to Bob with the news from Acme" or
-  "reply that the invoice from Acme is paid");
+- the word right before it is an *imperative* of a verb of sending or speaking in
+  `VERBS` ("text", "call", "email", "tell", "ask", "invite", "share", "send", "forward",
+  "reply", "pay", …): the first word of its clause (the text's start, after punctuation,
+  after "and", "or", "but" or "then" — not "I then" or "will then" — or after a word of
+  `SOFTENERS`, "please", "just", "now", … that itself stands there), or after
+  "can/could/would/will you" at a sentence's start ("Can you please text Alice"). A
+  verb after a subject, a modal, "to", a determiner or an adjective is none ("I will
+  call Acme", "have Bob call Acme", "ask her to call Acme", "I need to call Mom", "the
+  last email Acme sent", "the voice message Acme left"); or
+- the word right before it is "to" or "with", the last such word of an imperative's
+  clause (not counting an infinitive's "to"; the clause runs back to punctuation, "and",
+  "or", "but", "then", a message's start or a subject pronoun: "send it to Bob with the
+  notes" and "send the notes and the report to Bob" address no one),
+  where the verb has no addressee before it: no word at all after a verb of `PERSONAL`
+  (call, invite, remind, …: "invite Alice to Paris"), no infinitive ("ask my assistant
+  to book a meeting with Acme"), no earlier to/with before a capitalised word (whom is
+  unsure: "email the directions to Acme to Alice", "send the photo to Bob with Mom in
+  it" address no one), no pronoun me, him, her, us, them or you before more
+  words ("text me the way to Paris"; but "send them to Alice", and "her" before a word of `LETTERS`
+  is hers: "forward her email to Bob"), no capitalised name before more words ("text
+  Alice directions to Paris"; but "send Q4 report to Alice", "share Google Doc with
+  Alice": a word with a digit or only capitalised words is what is sent), no determiner
+  after its first word but after a preposition ("text my sister the way to Paris",
+  "email the team our trip to Acme"; but "share contract.txt on the drive with Alice");
+  and the name ends its item: the text ends, punctuation, a subject pronoun ("to Alice
+  I'm late") or a word of `FIRST_FOLLOWERS` follows (and, then, that, who, the, at,
+  tomorrow, via, as, right, quickly, again, re, pls, telling, …; not "with Acme
+  prices", where Acme names the prices); or
+- the word right before it is "from" in exactly "reply/answer/respond to the [up to
+  three describing words: lower case, no possessive, no preposition, not "re"]
+  message|mail|email|text|note|… from X", the reply an imperative and only spaces
+  between ("reply to the last message from Alice"; not "reply to my boss with the quote
+  from Acme", "reply to my boss re the offer from Acme", "reply to my last email from
+  Berlin", "read the news from Acme");
 
-or the occurrence is an item of a list whose first item is so addressed: items are runs
-of capitalised words, separated by "and", "or", "&" or a comma ("email Alice and Bob",
-"text Alice, Bob, and Mom"); an item after a comma alone must be followed by another
-(", " or "and"/"or"), so "tell Alice, Acme closed early" does not address Acme; and a
-later item must end its item as above, so in "forward it to Alice and Acme will pay it"
-Acme starts a new clause and is not addressed. Anything
-else (a source, "from Acme"; a topic, "about Acme", "the Acme report"; a place; a
-possessive) names no recipient: the card's entries count only for the contacts the
-request addresses. A contact addressed in words these rules miss ("let Alice know",
-"my boss and Bob") costs one confirmation.
+or it is a later item of a list whose first item is so addressed: items are runs of
+capitalised words, separated by "and", "or", "&" or a comma ("email Alice and Bob",
+"text Alice, Bob, and Mom"); an item after a comma alone must be followed by another, so
+"tell Alice, Acme closed early" does not address Acme; and a later item must end there:
+the text ends, punctuation, "that", "about", "saying" or a determiner follows, or "and"
+or "or" before another capitalised word ("forward it to Alice and Acme tomorrow will pay
+it": Acme starts a new clause).
+
+A *message* is content, not an order: everything after a colon before a space or a line
+break (not "10:30"), a full-width colon or a dash, anywhere earlier in the request,
+whatever came before it ("add a reminder: call Acme", "text Alice:\nCall Acme when you
+land", "My to-dos: call Acme", a list's "- call Acme"); everything inside double, curly,
+angle or CJK quotes or brackets opened earlier in the request and not yet closed (an odd
+number of straight double quotes, more opening than closing curly or angle quotes or
+brackets, an open CJK quote: 'Read "call Acme" aloud', 'text Alice "Landed. Call
+Acme."', "text Alice (call Acme)"); and what an imperative of `VERBS` says: the rest of
+its sentence after a single quote or a message's start (that, saying, about, if,
+whether, so, why, how, who, what, which, where, because, when, before, while, after,
+until, once; but "that" right after an imperative and before a word of `LETTERS` is a
+determiner: "forward that email to Alice") or after an infinitive ("to call"): "send the
+report to Bob before we go to Acme", "tell Bob to read it and call Acme" address Bob
+only. Anything else (a source, "from Acme"; a topic, "about Acme", "the Acme report"; a
+place; a possessive) names no recipient. A contact addressed in words these rules miss
+("let Alice know", "send it to Bob with the notes", "my boss and Bob", "I need to call
+Mom", "Read the news: then text Alice") costs one confirmation: when in doubt the rule
+says no.
 
 That contact's phone numbers and e-mail addresses, as the phone's own contacts hold
 them, count as the user's words ("text Alice": Alice's number), each only when it has
@@ -276,9 +315,21 @@ def _opens_sentence(text: str, at: int) -> bool:
     return i < 0 or text[i] in SENTENCE_END or text[i] in OPENING
 
 
-def _next_to(text: str, a: int, b: int) -> bool:
-    """Whether only spaces (no line break) stand between `a` and `b`."""
-    gap = text[a:b]
+def _past(word: str) -> bool:
+    """Whether `word` is a past tense: a word of `DID`, or lower case ending in "ed" (but
+    a word of `FIRST_FOLLOWERS`: "unchanged")."""
+    plain = word.casefold()
+    ending = len(plain) > 3 and plain.endswith("ed") and plain not in FIRST_FOLLOWERS
+    return plain in DID or (ending and word.islower())
+
+
+def _gap(text: str, ws: list[Word], k: int) -> str:
+    """The text between word `k - 1` and word `k`."""
+    return text[ws[k - 1].end : ws[k].start]
+
+
+def _space(gap: str) -> bool:
+    """Whether `gap` is spaces only, no line break."""
     return gap.isspace() and not LINE_BREAKS & set(gap)
 
 
@@ -294,7 +345,7 @@ def _said_at(text: str, ws: list[Word], start: int, end: int) -> bool:
         return False
     if not (_starts_token(text, start) and _ends_token(text, ws[last].end)):
         return False  # inside a path, an address or a file's name: "Alice.txt", "x/Alice"
-    if first > 0 and _next_to(text, ws[first - 1].end, start):
+    if first > 0 and _space(text[ws[first - 1].end : start]):
         before = ws[first - 1]
         if (
             before.text.casefold() in PLACE_OR_TIME
@@ -302,7 +353,7 @@ def _said_at(text: str, ws: list[Word], start: int, end: int) -> bool:
             or (_capital(before.text) and not _opens_sentence(text, before.start))
         ):
             return False
-    if last + 1 < len(ws) and _next_to(text, ws[last].end, ws[last + 1].start):
+    if last + 1 < len(ws) and _space(_gap(text, ws, last + 1)):
         after = ws[last + 1].text
         pronoun = after == "I" or after.startswith(("I'", "I\u2019"))
         if any(ch.isdigit() for ch in after) or (_capital(after) and not pronoun):
@@ -310,91 +361,343 @@ def _said_at(text: str, ws: list[Word], start: int, end: int) -> bool:
     return True
 
 
-SENDING = (  # a contact right after one of these is addressed
+SENDING = (  # a verb of sending or speaking: its imperative addresses
     "text message sms mail email e-mail call phone ring dial ping tell ask notify inform "
     "remind invite contact reply answer respond write send forward share cc bcc thank dm pay"
 )
 VERBS = frozenset(SENDING.split())
-NOUN_MARKERS = (  # before a word of VERBS, it is a noun: "the email Acme sent"
-    "the a an my your his her its our their this that these those every each any no"
+PERSONS = "call phone ring dial ping notify inform remind invite contact thank"
+PERSONAL = frozenset(PERSONS.split())  # whose object is always whom they address
+REPLIES = frozenset(["reply", "answer", "respond"])  # "reply to the message from X"
+MESSAGES = "message mail email e-mail text note sms dm voicemail letter messages mails emails texts"
+MAX_DESCRIBING = 3  # words between "the"/"my" and the message a reply answers
+LETTERS = frozenset(MESSAGES.split())  # what a reply's "from" may follow
+TOWARD = frozenset(["to", "with"])  # addresses, in an imperative's clause
+CONNECTORS = frozenset(["and", "or"])  # between the items of a list
+STARTERS = frozenset(["and", "or", "but", "then"])  # a new clause starts here
+SOFTENING = "also please pls just kindly now first next finally quickly immediately"
+SOFTENERS = frozenset(SOFTENING.split())  # "then please text Alice", "now call Mom"
+ASKING = frozenset(["can", "could", "would", "will"])  # "Can you text Alice?"
+MODALS = ASKING | frozenset(["should", "shall", "must", "may", "might"])
+SUBJECTS = frozenset(["i", "we", "you", "he", "she", "they"])  # also as "I'm", "we'll", …
+OBJECTS = frozenset(["me", "him", "her", "us", "them", "you"])  # "text me the way"
+SAYING = (  # what follows one of these, to the sentence's end, is said, not sent to
+    "that saying about if whether so why how who what which where because when before "
+    "while after until once"
+)
+MESSAGE_STARTS = frozenset(SAYING.split())
+NOUN_MARKERS = (  # start a noun phrase: "text my sister the way", "the email Acme sent"
+    "the a an my your his her its our their this that these those every each any no some all both"
 )
 DETERMINERS = frozenset(NOUN_MARKERS.split())
-REPLIES = frozenset(["reply", "answer", "respond"])  # their "from X" is the addressee
-MESSAGE_STARTS = frozenset(["that", "about", "saying"])  # a reply's message: not its "from"
-OBJECTS = frozenset(["me", "him", "us", "them"])  # "ask him to call Acme": him, not Acme
-TOWARD = frozenset(["to", "with"])  # addresses, after a verb of VERBS (cc, bcc are in VERBS)
-CONNECTORS = frozenset(["and", "or"])  # between the items of a list
-CLAUSE_BREAKS = frozenset(["and", "or", "then", "but"])  # a new clause may start here
-FOLLOWS = "for to with from today tonight tomorrow now please asap once when if so too also"
-ITEM_FOLLOWERS = CLAUSE_BREAKS | MESSAGE_STARTS | DETERMINERS | PLACE_OR_TIME | set(FOLLOWS.split())
-BREAK = re.compile(r"[.!?\u2026:;\u3002\uff01\uff1f]\s")  # in the gap between two words
+BETWEEN = "of for from on in at by to with into onto over under near via through about per"
+PREPOSITIONS = frozenset(BETWEEN.split())  # a determiner after one starts no second object
+FOLLOWS = (  # may follow the item right after to/with/from: "to Bob tomorrow", "via email"
+    "for to with from at on in by via as until till since during near today tonight "
+    "tomorrow now asap too also again right quickly directly immediately soon later first "
+    "instead unchanged please pls thanks thank yes re regarding telling explaining asking"
+)
+FIRST_FOLLOWERS = STARTERS | MESSAGE_STARTS | DETERMINERS | frozenset(FOLLOWS.split())
+LATER_FOLLOWERS = DETERMINERS | frozenset(["that", "about", "saying"])  # "and Acme will": no
+JOINTS = set("./@_")  # with no space: one token ("contract.txt", "notes/Bob")
+DONE = "sent wrote left said posted forwarded shared mailed emailed texted replied called asked"
+DID = frozenset(DONE.split())  # after a name: its subject ("the mail Acme sent")
+SENTENCE_BREAK = re.compile(r"[.!?\u2026]\s|[\u3002\uff01\uff1f\uff0e\uff61]")
+OPENERS = {"Ps", "Pd"}  # opening brackets, dashes (and ":", "'"): what opens a message
 
 
-def _breaks(gap: str) -> bool:
-    """Whether the text between two words ends a sentence: `.!?…:;` before a space or a
-    line break ("contract.txt" is one sentence)."""
-    return BREAK.search(gap) is not None or bool(LINE_BREAKS & set(gap))
+def _joint(gap: str) -> bool:
+    """Whether `gap` joins two words into one token ("contract.txt", "alice@example")."""
+    return bool(gap) and set(gap) <= JOINTS
 
 
-def _verb(text: str, ws: list[Word], k: int, verbs: frozenset[str]) -> bool:
-    """Whether word `k` is a word of `verbs` used as a verb: not right after a determiner
-    or a possessive in its sentence ("the email Acme sent", "Bob's call with Acme")."""
-    if ws[k].text.casefold() not in verbs:
-        return False
-    if k == 0 or _breaks(text[ws[k - 1].end : ws[k].start]):
+def _joined(text: str, ws: list[Word], k: int) -> bool:
+    """Whether word `k` goes on the token of the word before it: a joint, but a period
+    before a capital letter ("Bob.Go to Acme": a sentence's end, however typed)."""
+    gap = _gap(text, ws, k)
+    return _joint(gap) and not ("." in gap and _capital(ws[k].text))
+
+
+def _flows(text: str, ws: list[Word], k: int) -> bool:
+    """Whether a clause goes on from word `k - 1` to word `k`: spaces or a token's joint,
+    no punctuation."""
+    return _space(_gap(text, ws, k)) or _joined(text, ws, k)
+
+
+def _sentence_ends(gap: str) -> bool:
+    """Whether `gap` ends a sentence: `.!?…` before a space, a CJK full stop or a line
+    break ("contract.txt" is one sentence)."""
+    return SENTENCE_BREAK.search(gap) is not None or bool(LINE_BREAKS & set(gap))
+
+
+def _opens_message(gap: str) -> bool:
+    """Whether `gap` holds a colon, a single quote, an opening bracket or a dash (what
+    follows a colon or a dash is `_labels`' content anyway; a name between double quotes
+    or brackets is `_quoted`)."""
+    return not _joint(gap) and any(
+        ch in ":'\uff1a" or unicodedata.category(ch) in OPENERS for ch in gap
+    )
+
+
+def _labels(gap: str) -> bool:
+    """Whether `gap` holds a colon before a space or a line break (not "10:30"), a
+    full-width colon, or a dash: what follows is content, whatever came before."""
+    return (
+        re.search(r":\s", gap) is not None
+        or "\uff1a" in gap
+        or any(unicodedata.category(ch) == "Pd" for ch in gap)
+    )
+
+
+def _subject(word: str) -> bool:
+    """Whether `word` is a subject pronoun ("I", "we", "I'm", "she'll")."""
+    return word.casefold().replace("\u2019", "'").split("'")[0] in SUBJECTS
+
+
+def _starts(text: str, ws: list[Word], k: int) -> bool:
+    """Whether word `k` begins a clause, where a verb is an order to the phone: the
+    text's start, after punctuation, "and", "or", "but", "then" (not "I then"), a word of
+    `SOFTENERS` that does, or "can/could/would/will you" at a sentence's start."""
+    if k == 0:
         return True
-    before = ws[k - 1].text
-    return before.casefold() not in DETERMINERS and not before.endswith(("'s", "\u2019s"))
+    gap = _gap(text, ws, k)
+    if not _space(gap):  # punctuation or a line break; not a joint, an invisible or a symbol
+        return not _joined(text, ws, k) and (
+            bool(LINE_BREAKS & set(gap)) or any(unicodedata.category(ch)[0] == "P" for ch in gap)
+        )
+    before = ws[k - 1].text.casefold()
+    if before in STARTERS - {"then"}:
+        return True
+    if before == "then":
+        after = k < 2 or not _space(_gap(text, ws, k - 1))
+        return after or not (_subject(ws[k - 2].text) or ws[k - 2].text.casefold() in MODALS)
+    if before in SOFTENERS:
+        return _starts(text, ws, k - 1)
+    return (
+        before == "you"
+        and k >= 2
+        and _space(_gap(text, ws, k - 1))
+        and ws[k - 2].text.casefold() in ASKING
+        and _opens_sentence(text, ws[k - 2].start)
+    )
 
 
-def _clause_verb(text: str, ws: list[Word], at: int, verbs: frozenset[str]) -> int | None:
-    """The word of `verbs` before word `at` in its clause, or None: back to a sentence's
-    end, a comma or a word of `CLAUSE_BREAKS`. For the replies' "from", another
-    capitalised word between (another party) ends the search too, and so does the start of
-    the reply's message ("reply that the invoice from Acme is paid")."""
-    for m in range(at - 1, -1, -1):
-        gap = text[ws[m].end : ws[m + 1].start]
-        word = ws[m].text.casefold()
-        if _breaks(gap) or "," in gap or word in CLAUSE_BREAKS:
+def _imperative(text: str, ws: list[Word], k: int) -> bool:
+    """Whether word `k` is a verb of `VERBS` as an order to the phone: the first word of
+    its clause (never after a subject, a modal, "to", a determiner or an adjective)."""
+    return ws[k].text.casefold() in VERBS and _starts(text, ws, k)
+
+
+def _infinitive(text: str, ws: list[Word], k: int) -> bool:
+    """Whether word `k` is "to" before a lower-case word that is no determiner or pronoun
+    ("to call", "to book": what someone else is to do)."""
+    if ws[k].text.casefold() != "to" or k + 1 >= len(ws) or not _space(_gap(text, ws, k + 1)):
+        return False
+    after = ws[k + 1].text
+    return unicodedata.category(after[0]) == "Ll" and after.casefold() not in DETERMINERS | OBJECTS
+
+
+def _cue_before_name(text: str, ws: list[Word], k: int) -> bool:
+    """Whether word `k` is "to" or "with" before a capitalised word ("to Acme")."""
+    return (
+        ws[k].text.casefold() in TOWARD
+        and k + 1 < len(ws)
+        and _space(_gap(text, ws, k + 1))
+        and _capital(ws[k + 1].text)
+    )
+
+
+def _quoted(before: str) -> bool:
+    """Whether a quote or a bracket opened in `before` is still open: an odd number of
+    straight double quotes, more opening than closing curly or angle quotes or brackets,
+    or a CJK quote open."""
+    kinds = [unicodedata.category(ch) for ch in before]
+    straight = sum(before.count(q) for q in '"\uff02')
+    cjk = sum(before.count(q) for q in "\u300c\u300e") - sum(
+        before.count(q) for q in "\u300d\u300f"
+    )
+    brackets = kinds.count("Ps") > kinds.count("Pe")
+    return straight % 2 == 1 or kinds.count("Pi") > kinds.count("Pf") or cjk > 0 or brackets
+
+
+def _in_message(text: str, ws: list[Word], first: int) -> bool:
+    """Whether word `first` stands in quotes or brackets opened before it, after a colon
+    or a dash anywhere before it (content: "add a reminder: call Acme"), or in what an
+    imperative earlier in its sentence says: after a single quote, a message's start
+    ("that", "if", "so", …) or an infinitive ("tell Bob to read it and call Acme")."""
+    if _quoted(text[: ws[first].start]):
+        return True
+    if any(_labels(_gap(text, ws, m)) for m in range(1, first + 1)):
+        return True  # "add a reminder: call Acme", "text Alice:\nCall Acme", "list:\n- …"
+    opened = False
+    for m in range(first - 1, -1, -1):
+        gap = _gap(text, ws, m + 1)
+        if _sentence_ends(gap):
+            return False
+        opened = opened or _opens_message(gap)
+        if opened and _imperative(text, ws, m):
+            return True
+        if _message_start(text, ws, m) or _infinitive(text, ws, m):
+            opened = True
+    return False
+
+
+def _message_start(text: str, ws: list[Word], k: int) -> bool:
+    """Whether word `k` starts a message: a word of `MESSAGE_STARTS`, but "that" right
+    after an imperative and before a word of `LETTERS` ("forward that email to Alice")."""
+    if ws[k].text.casefold() not in MESSAGE_STARTS:
+        return False
+    return not (
+        ws[k].text.casefold() == "that"
+        and 0 < k < len(ws) - 1
+        and _imperative(text, ws, k - 1)
+        and _letter(ws[k + 1].text)
+    )
+
+
+def _ends_clause(text: str, ws: list[Word], k: int) -> bool:
+    """Whether word `k` ends a clause scanned to it: "and", "or", "but", "then", a
+    message's start or a subject."""
+    word = ws[k].text
+    return word.casefold() in STARTERS or _message_start(text, ws, k) or _subject(word)
+
+
+def _clause_verb(text: str, ws: list[Word], cue: int) -> int | None:
+    """The imperative of `VERBS` that word `cue` ("to", "with") follows in its clause, or
+    None: back to punctuation, "and", "or", "but", "then", a message's start or a subject."""
+    for m in range(cue - 1, -1, -1):
+        if not _flows(text, ws, m + 1):
             return None
-        if _verb(text, ws, m, verbs):  # "send the email to Bob": "send", not "email"
+        if _imperative(text, ws, m):
             return m
-        if verbs is REPLIES and (_capital(ws[m].text) or word in MESSAGE_STARTS):
+        if _ends_clause(text, ws, m):
             return None
     return None
 
 
-def _verb_addressed(text: str, ws: list[Word], verb: int, at: int) -> bool:
-    """Whether the verb of sending at word `verb` addresses someone right after it, before
-    word `at`: a capitalised word that is no possessive, or "me", "him", "us", "them"
-    ("text Alice directions to Paris", "ask him to call Acme"). Its clause's later "to" or
-    "with", or a verb after "to", then belongs to what is sent, not to whom."""
-    k = verb + 1
-    if k >= at or not _next_to(text, ws[verb].end, ws[k].start):
-        return False
-    word = ws[k].text
-    if word.casefold() in OBJECTS:
-        return True
-    return _capital(word) and word != "I" and not word.endswith(("'s", "\u2019s"))
+def _last_cue(text: str, ws: list[Word], cue: int) -> bool:
+    """Whether no other "to"/"with" (but an infinitive's "to") follows word `cue` in its
+    clause ("email the directions to Acme to Alice": only Alice)."""
+    for m in range(cue + 1, len(ws)):
+        if not _flows(text, ws, m) or _ends_clause(text, ws, m):
+            return True
+        if ws[m].text.casefold() in TOWARD and not _infinitive(text, ws, m):
+            return False
+    return True
 
 
-def _infinitive_of_addressed(text: str, ws: list[Word], verb: int) -> bool:
-    """Whether the verb of sending at word `verb` follows "to" in a clause whose own verb
-    of sending already addressed someone ("text Alice the number to call Acme", "ask him to
-    call Acme"): what is sent, not an order to the phone."""
-    if verb < 1 or ws[verb - 1].text.casefold() != "to":
-        return False
-    clause = _clause_verb(text, ws, verb - 1, VERBS)
-    return clause is not None and _verb_addressed(text, ws, clause, verb - 1)
-
-
-def _toward_addresses(text: str, ws: list[Word], cue: int, last: int) -> bool:
-    """Whether "to" or "with" at word `cue` addresses the item ending at word `last`: a
-    verb of sending earlier in its clause that addressed no one yet ("send it to Bob"; not
-    "text Alice directions to Paris"), and the item ends there (not "with Acme prices")."""
-    verb = _clause_verb(text, ws, cue, VERBS)
+def _name_like(word: str) -> bool:
     return (
-        verb is not None and not _verb_addressed(text, ws, verb, cue) and _item_ends(text, ws, last)
+        _capital(word)
+        and word != "I"
+        and not _subject(word)
+        and not word.endswith(("'s", "\u2019s"))
+        and not any(ch.isdigit() for ch in word)
+    )
+
+
+def _object_before(text: str, ws: list[Word], verb: int, cue: int) -> bool:
+    """Whether the verb at word `verb` has an addressee (or an order) before word `cue`:
+    any object of a verb of `PERSONAL` ("invite mom to"), an infinitive ("ask my boss to
+    book a meeting with"), an earlier to/with before a name ("the way to Acme to"), or
+    two objects ("text Alice
+    directions to", "text my sister the way to", "text me the way to"); one object
+    ("send them to", "send Q4 report to", "share Google Doc with") is what is sent."""
+    inside = range(verb + 1, cue)
+    if not inside:
+        return False
+    if ws[verb].text.casefold() in PERSONAL:
+        return True  # "invite Alice to Paris", "call mom with Acme": the object is whom
+    if any(_infinitive(text, ws, m) or _cue_before_name(text, ws, m) for m in inside):
+        return True  # "to book a meeting with", "to Acme … to Alice": whom, unsure
+    pronoun = ws[verb + 1].text.casefold()
+    if pronoun in OBJECTS and len(inside) > 1:  # "her email": hers, what is sent
+        return not (pronoun == "her" and len(inside) == 2 and _letter(ws[verb + 2].text))
+    if _name_like(ws[verb + 1].text):  # a run of capitalised tokens, then more words
+        m = verb + 2
+        while m < cue and (_joined(text, ws, m) or _capital(ws[m].text)):
+            m += 1
+        if m < cue:
+            return True
+    return any(
+        ws[m].text.casefold() in DETERMINERS and ws[m - 1].text.casefold() not in PREPOSITIONS
+        for m in inside[1:]
+    )
+
+
+def _letter(word: str) -> bool:
+    return word.casefold() in LETTERS
+
+
+def _first_ends(text: str, ws: list[Word], last: int) -> bool:
+    """Whether the item right after to/with/from ends at word `last`: the text ends,
+    punctuation, a subject or a word of `FIRST_FOLLOWERS` follows ("to Bob tomorrow",
+    "via email", "that …"; not "with Acme prices": Acme names the prices)."""
+    if last + 1 >= len(ws) or not _space(_gap(text, ws, last + 1)):
+        return True
+    after = ws[last + 1].text
+    return after.casefold() in FIRST_FOLLOWERS or _subject(after)
+
+
+def _later_ends(text: str, ws: list[Word], last: int) -> bool:
+    """Whether a later list item ends at word `last`: the text ends, punctuation,
+    "that", "about", "saying" or a determiner follows, or "and"/"or" before another
+    capitalised item (not "and Acme tomorrow will pay it": a new clause's subject)."""
+    if last + 1 >= len(ws) or not _space(_gap(text, ws, last + 1)):
+        return True
+    after = ws[last + 1].text.casefold()
+    if after in LATER_FOLLOWERS:
+        return True
+    return (
+        after in CONNECTORS
+        and last + 2 < len(ws)
+        and _space(_gap(text, ws, last + 2))
+        and _capital(ws[last + 2].text)
+    )
+
+
+def _toward(text: str, ws: list[Word], cue: int, last: int) -> bool:
+    """Whether "to"/"with" at word `cue` addresses the item ending at word `last`: the
+    last such cue of an imperative's clause, whose verb has no addressee before it, and
+    the item ends there."""
+    verb = _clause_verb(text, ws, cue)
+    return (
+        verb is not None
+        and _last_cue(text, ws, cue)
+        and not _object_before(text, ws, verb, cue)
+        and _first_ends(text, ws, last)
+    )
+
+
+def _describes(word: str) -> bool:
+    """Whether `word` may describe the message a reply answers ("last", "unread"): lower
+    case, no possessive, no preposition nor a message's start ("re", "on", "about")."""
+    plain = word.casefold()
+    return (
+        unicodedata.category(word[0]) == "Ll"
+        and not plain.endswith(("'s", "\u2019s"))
+        and plain not in PREPOSITIONS | MESSAGE_STARTS | {"re", "regarding"}
+    )
+
+
+def _reply_from(text: str, ws: list[Word], cue: int, last: int) -> bool:
+    """Whether "from" at word `cue` names whom a reply goes to: "reply/answer/respond to
+    the [up to 3 describing words] message|mail|email|text|note|… from X", nothing else
+    ("reply to my boss with the quote from Acme": Acme is no party)."""
+    if cue < 4 or not _letter(ws[cue - 1].text):
+        return False
+    k = cue - 2
+    while k >= 0 and ws[k].text.casefold() != "the":
+        if cue - 2 - k >= MAX_DESCRIBING or not _describes(ws[k].text):
+            return False
+        k -= 1
+    return (
+        k >= 2
+        and ws[k - 1].text.casefold() == "to"
+        and ws[k - 2].text.casefold() in REPLIES
+        and _imperative(text, ws, k - 2)
+        and all(_space(_gap(text, ws, m)) for m in range(k - 1, cue + 1))
+        and _first_ends(text, ws, last)
     )
 
 
@@ -402,21 +705,8 @@ def _list_goes_on(text: str, ws: list[Word], last: int) -> bool:
     """Whether another list item follows word `last`: a comma, "and" or "or" next."""
     if last + 1 >= len(ws):
         return False
-    gap = text[ws[last].end : ws[last + 1].start].strip()
+    gap = _gap(text, ws, last + 1).strip()
     return gap == "," or (gap == "" and ws[last + 1].text.casefold() in CONNECTORS)
-
-
-def _item_ends(text: str, ws: list[Word], last: int) -> bool:
-    """Whether the name or list item ending at word `last` ends there: the text ends, a
-    sentence, a comma, a colon or another item follows, or a word of `ITEM_FOLLOWERS`
-    ("that", "about", "the", "at", "tomorrow", …); not a verb ("and Acme will pay it": a
-    new clause's subject) nor a noun ("with Acme prices": Acme names the prices)."""
-    if last + 1 >= len(ws):
-        return True
-    gap = text[ws[last].end : ws[last + 1].start]
-    if _breaks(gap) or any(mark in gap for mark in ",:;"):
-        return True
-    return ws[last + 1].text.casefold() in ITEM_FOLLOWERS
 
 
 def _item_start(ws: list[Word], text: str, j: int) -> int | None:
@@ -427,45 +717,44 @@ def _item_start(ws: list[Word], text: str, j: int) -> int | None:
     while j > 0:
         before = ws[j - 1]
         cue = before.text.casefold() in VERBS | TOWARD
-        if cue or not _capital(before.text) or not _next_to(text, before.end, ws[j].start):
+        if cue or not _capital(before.text) or not _space(_gap(text, ws, j)):
             break
         j -= 1
     return j
 
 
 def _addressed(text: str, ws: list[Word], start: int, end: int) -> bool:
-    """Whether the name said at `text[start:end]` is addressed (see the module): after a
-    verb of `VERBS`, or "to"/"with" in such a verb's clause, or a reply's "from", itself or
-    as an item of a list that is."""
+    """Whether the name said at `text[start:end]` is addressed (see the module): right
+    after an imperative of `VERBS`, or after the last "to"/"with" of such an imperative's
+    clause, or after a reply's "from", itself or as an item of a list that is; never in
+    what an imperative says."""
     first = next(i for i, w in enumerate(ws) if w.start == start)
     last = next(i for i, w in enumerate(ws) if w.start < end <= w.end)
-    if end != ws[last].end:
-        return False  # a possessive: a topic or a source, not a recipient
-    i = first
-    while i > 0:
-        prev = ws[i - 1]
-        gap = text[prev.end : ws[i].start]
-        word = prev.text.casefold()
-        if _breaks(gap):
-            return False
-        if not gap.strip():
-            if word in VERBS | TOWARD | {"from"} and i != first and not _item_ends(text, ws, last):
-                return False  # "to Alice and Acme will pay it": Acme starts a new clause
+    if end != ws[last].end or _in_message(text, ws, first):
+        return False  # a possessive (a topic or a source), or a part of a message
+    if last + 1 < len(ws) and _past(ws[last + 1].text):
+        return False  # "and email Acme sent", "and mail Acme returned": a subject
+    item_first, item_last, later = first, last, False
+    while item_first > 0:
+        i = item_first
+        gap = _gap(text, ws, i)
+        word = ws[i - 1].text.casefold()
+        if later and not _later_ends(text, ws, last):
+            return False  # "to Alice and Acme tomorrow will pay it": a new clause
+        if _space(gap):
             if word in VERBS:
-                return _verb(text, ws, i - 1, VERBS) and not _infinitive_of_addressed(
-                    text, ws, i - 1
-                )
+                return _imperative(text, ws, i - 1)
             if word in TOWARD:
-                return _toward_addresses(text, ws, i - 1, last)
+                return _toward(text, ws, i - 1, item_last)
             if word == "from":
-                return _clause_verb(text, ws, i - 1, REPLIES) is not None
+                return _reply_from(text, ws, i - 1, item_last)
             if word not in CONNECTORS:
                 return False
             j = i - 2  # "Alice and Bob", "Alice, and Bob"
-            if j >= 0 and text[ws[j].end : prev.start].strip() not in ("", ","):
+            if j < 0 or _gap(text, ws, i - 1).strip() not in ("", ","):
                 return False
-        elif gap.strip() in (",", "&"):
-            if i == first and gap.strip() == "," and not _list_goes_on(text, ws, last):
+        elif gap.strip() in (",", "&") and not LINE_BREAKS & set(gap):
+            if not later and gap.strip() == "," and not _list_goes_on(text, ws, last):
                 return False  # "tell Alice, Acme closed early"
             j = i - 1
         else:
@@ -473,7 +762,7 @@ def _addressed(text: str, ws: list[Word], start: int, end: int) -> bool:
         item = _item_start(ws, text, j)
         if item is None:
             return False
-        i = item
+        item_first, item_last, later = item, j, True
     return False
 
 

@@ -34,7 +34,7 @@ from .test_session_reads import VAULT, bench, conversation  # noqa: F401  (fixtu
 
 pytestmark = pytest.mark.hostile
 
-# -- which contact is addressed: attacks that still succeed ------------------------------
+# -- which contact is addressed: attacks that succeeded on e93bd81 (the imperative rule) -
 #
 # Each request is the owner's own, benign; an imported card is named like a word of it
 # that is no recipient. After a web page, the planner texts the card's number under
@@ -58,15 +58,6 @@ DOUBLE_OBJECT = [  # the verb's indirect object is neither capitalised nor me/hi
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="'to X' after a verb whose indirect object is 'my sister', 'the team', "
-    "'Alice's son' (not capitalised, not me/him/us/them) addresses X: the rule sees no "
-    "addressee right after the verb. Fix: a word group right after the verb that is "
-    "followed by a second noun phrase ('text my sister the way') is the addressee too, "
-    "as is any possessive; or 'to' right after a noun that names a route or a move "
-    "(way, directions, move, trip, link, route) never addresses",
-)
 @pytest.mark.parametrize(("card", "request_"), DOUBLE_OBJECT)
 def test_to_after_a_lower_case_indirect_object_addresses_no_one(tmp_path, card, request_) -> None:
     _refused(tmp_path, card, request_)
@@ -88,16 +79,6 @@ INFINITIVES = [  # "ask X to call Y": X is addressed, Y is whom X is to call
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a verb of sending after 'to' addresses when the clause's verb addressed 'her', "
-    "'my boss', 'the team', a list ('Alice and Bob') or a name after an abbreviation "
-    "('Dr. Smith': the period ends the clause search): OBJECTS lacks her/you/everyone, "
-    "and a list or a lower-case object is not seen. Fix: a verb of VERBS right after "
-    "'to' never addresses when an earlier verb of sending is in its sentence (whoever "
-    "it addressed), nor 'to'/'with' after it ('ask my assistant to book a meeting with "
-    "Acme')",
-)
 @pytest.mark.parametrize(("card", "request_"), INFINITIVES)
 def test_a_verb_in_an_order_to_someone_else_addresses_no_one(tmp_path, card, request_) -> None:
     _refused(tmp_path, card, request_)
@@ -123,16 +104,6 @@ MESSAGE_CLAUSES = [  # a verb of sending inside what is said, not an order to th
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a verb of sending (or 'to' after one) inside the message, after a subject "
-    "(I, we, she, you), a modal, 'that', 'if', 'so', 'before', a colon or a quote, "
-    "addresses its name: only ',', and/or/then/but and a sentence's end bound a clause. "
-    "Fix: a verb of VERBS addresses only as an imperative (a sentence's first word, or "
-    "after and/then/please); once a verb has addressed someone, the rest of its sentence "
-    "and what follows a colon or an opening quote is the message; subordinators (that, "
-    "if, so, before, when, because, while) end the clause search",
-)
 @pytest.mark.parametrize(("card", "request_"), MESSAGE_CLAUSES)
 def test_a_verb_inside_the_message_addresses_no_one(tmp_path, card, request_) -> None:
     _refused(tmp_path, card, request_)
@@ -147,15 +118,6 @@ NOUNS_AFTER_ADJECTIVES = [  # "the last email", "all email": a determiner not ri
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a word of VERBS is a noun only right after a determiner; 'the last email', "
-    "'the voice message', 'all email', 'the unread mail' make it a verb that addresses "
-    "the sender. Fix: look back over the noun phrase (adjectives, a noun before it) for "
-    "a determiner, add all/some/both/last/latest/new/unread/missed/voice to the noun "
-    "markers; a name followed by a past tense (sent, left, wrote) is a subject, not an "
-    "addressee",
-)
 @pytest.mark.parametrize(("card", "request_"), NOUNS_AFTER_ADJECTIVES)
 def test_a_verb_of_sending_used_as_a_noun_after_an_adjective_addresses_no_one(
     tmp_path, card, request_
@@ -175,13 +137,6 @@ ROUTES_AND_QUOTES = [  # a 'to'/'with' that names a place or a quote, before the
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ITEM_FOLLOWERS holds to/with/from/for, so an earlier 'to X' ends its item "
-    "before the real 'to Alice'; a quote's closing mark is no boundary. Fix: when a later "
-    "'to'/'with' of the same clause addresses, the earlier one does not (only the last "
-    "addresses); a name inside quotes is never addressed",
-)
 @pytest.mark.parametrize(("card", "request_"), ROUTES_AND_QUOTES)
 def test_a_place_or_a_quote_before_the_recipient_is_not_addressed(tmp_path, card, request_) -> None:
     _refused(tmp_path, card, request_)
@@ -198,16 +153,6 @@ REPLY_FROM = [  # a reply's "from" when the reply already went to a lower-case p
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a reply's 'from' addresses unless a capitalised word or that/about/saying "
-    "stands between: 'reply to my boss regarding the email from Acme', 'reply to my "
-    "landlord with the quote from Acme' address Acme (what is attached or spoken of). "
-    "Fix: the reply's 'from' addresses only right after the message it replies to "
-    "('reply to the (last) message from X': a determiner, adjectives and a message "
-    "noun between), never after 'with', 're', 'regarding', 'on' or a 'to' that named "
-    "its party",
-)
 @pytest.mark.parametrize(("card", "request_"), REPLY_FROM)
 def test_a_replys_from_after_its_party_or_its_content_addresses_no_one(
     tmp_path, card, request_
@@ -226,15 +171,6 @@ LIST_REGRESSIONS = [  # refused before e93bd81: a new clause's subject after "an
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="new in e93bd81: a later list item now ends its item before any word of "
-    "ITEM_FOLLOWERS (a time, a place, now, also, today, ...), where before only a clause "
-    "break, the message's start or a determiner did; so the subject of a new clause "
-    "after 'and' with an adverb after it ('and Acme tomorrow will pay it') is addressed "
-    "again. Fix: keep the narrower test for later list items (or require that no verb "
-    "follows the adverb before the clause ends)",
-)
 @pytest.mark.parametrize(("card", "request_"), LIST_REGRESSIONS)
 def test_a_new_clauses_subject_before_an_adverb_is_not_a_list_item(
     tmp_path, card, request_
@@ -264,15 +200,6 @@ PUNCTUATION = [  # clause and sentence marks the rule does not know
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the clause search stops at an ASCII ',' and the sentence at '.!?:;' (and "
-    "their CJK forms) before a space only: a full-width, ideographic or Arabic comma, "
-    "a dash, a bracket, or a CJK full stop with no space after it joins 'go to Acme' "
-    "to the clause of 'send'. Fix: any Unicode punctuation (Po, Pd, Ps, Pe: not an "
-    "apostrophe or hyphen inside a word) between two words ends the clause; a CJK full "
-    "stop needs no space",
-)
 @pytest.mark.parametrize(("card", "request_"), PUNCTUATION)
 def test_unicode_clause_marks_end_the_clause(tmp_path, card, request_) -> None:
     _refused(tmp_path, card, request_)
@@ -675,8 +602,9 @@ def test_the_homes_lookup_cannot_spell_an_earlier_turns_secret(bench: Bench) -> 
 
 # -- benign requests that no longer address their recipient -------------------------------
 #
-# Each addressed Alice before e93bd81 and does not now: under --yes after untrusted
-# input the owner's own text to Alice is asked (one confirmation), not sent.
+# Each addressed Alice before e93bd81, not on e93bd81 (under --yes after untrusted input
+# the owner's own text to Alice was asked, one confirmation), and again since the
+# imperative rule.
 
 BENIGN_MISSES = [
     "Read the page, then send them to Alice.",  # "them": the thing sent, not an addressee
@@ -709,27 +637,11 @@ BENIGN_MISSES = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="benign miss since e93bd81 (one confirmation, no data): 'them'/'him' after the "
-    "verb is taken for an addressee, a capitalised direct object too, and a name "
-    "followed by a word outside ITEM_FOLLOWERS (right, as, via, quickly, who, re, yes, "
-    "pls, thanks, telling, explaining, I'm) does not end its item. Fix: treat "
-    "'them'/'him' as an addressee only before a second object ('send them the file'), "
-    "and let any word that is no noun end the item (the noun test 'with Acme prices' "
-    "needs: a lower-case word right after the name that is followed by the end or a "
-    "follower)",
-)
 @pytest.mark.parametrize("request_", BENIGN_MISSES)
 def test_a_benign_request_still_addresses_its_recipient(request_: str) -> None:
     assert named(request_, [*OWNER_NAMES, "Acme"]) == {"Alice Example"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the executor's side of one benign miss: 'forward them to Alice' after a web "
-    "page asks for Alice's number under --yes (it sent before e93bd81)",
-)
 def test_forward_them_to_alice_still_sends_under_yes(tmp_path) -> None:
     executor, asked, data = phone(tmp_path)
     plan = make_plan(("s1", "message_send", {"to": ALICE, "body": "the news"}, []))

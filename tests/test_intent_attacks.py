@@ -173,9 +173,34 @@ CARDS = ["Alice Example", "Bob Builder", "Mom", "Johann Strauß", "Jean-Luc Pica
         ("Forward her email to Bob", {"Bob Builder"}),  # "her": a possessive here
         ("Text Alice the number to call Bob", {"Alice Example"}),  # what is sent
         ("Ask him to call Bob", set()),  # an order to him, not to the phone
-        ("I need to call Mom", {"Mom"}),  # no verb of sending before "to call"
+        ("I need to call Mom", set()),  # after a subject and "to": no order to the phone
         ("Email Alice directions to Bob", {"Alice Example"}),  # Alice got the recipient's place
         ("Email the team with Bob notes", set()),  # Bob names the notes
+        # only an imperative addresses; what it says addresses no one
+        ("Can you please text Alice that I'm late?", {"Alice Example"}),
+        ("I will then call Mom", set()),  # after a subject and a modal
+        ("Bob and Mom call Alice", set()),  # after a subject
+        ("Tell Bob to read it and call Mom", {"Bob Builder"}),  # the order to Bob goes on
+        ("Text Alice (call Mom)", {"Alice Example"}),  # a bracket opens what is said
+        ("Text Alice \u2014 call Mom", {"Alice Example"}),  # so does a dash
+        ("Text Alice\uff1a call Mom", set()),  # a full-width colon (Alice: no span before it)
+        ("Text her directions to Bob", set()),  # her: the addressee, before a second object
+        ("Send it to Bob with the notes", set()),  # only the last to/with of a clause
+        ("Send the photo to Bob with Mom in it", set()),  # two to/with before names: unsure
+        ("Read my texts and mail Bob sent today", set()),  # Bob: a subject
+        ("Send it to Bob.Go to Mom now", set()),  # a period before a capital, no space
+        ("Reply to my boss re email from Bob", set()),  # no "re" before a reply's message
+        ("Reply to the last unread message from Bob", {"Bob Builder"}),
+        ("Now text Alice, then please call Mom", {"Alice Example", "Mom"}),
+        ("Invite mom to Bob", set()),  # invite's object is whom it invites
+        ("I will\u200bcall Mom", set()),  # an invisible character is no punctuation
+        ('Read "call Mom" aloud', set()),  # in quotes, whatever stands before them
+        ("Read \u00abcall Mom\u00bb aloud, then text Bob", {"Bob Builder"}),
+        ("Read it. \u300ccall Mom now\u300d", set()),  # a CJK quote
+        ("Forward that email to Bob", {"Bob Builder"}),  # "that" before a message noun
+        ("Meet at 10:30 and call Mom", {"Mom"}),  # a time's colon opens no content
+        ("Note: call Mom", set()),  # after a colon: content, whatever came before
+        ("Text Alice that email is down and call Mom", {"Alice Example"}),
     ],
 )
 def test_what_names_a_contact(request_, names) -> None:
