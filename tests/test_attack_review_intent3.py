@@ -133,6 +133,34 @@ def test_the_content_of_a_note_or_a_list_addresses_no_one(tmp_path, card, reques
     _refused(tmp_path, card, request_)
 
 
+AFTER_THE_FIX = [  # shapes that still succeed once intent30c 1b63ce1 refused the above
+    ("Acme", "Read the invoice and mail Acme got, then text Alice."),  # irregular past
+    ("Acme", "Read the contract and text Acme gave me, then text Alice."),
+    ("Acme", "Read the news, then text Alice 'Landed. Call Acme for the keys.'"),  # ' quotes
+    ("Acme", "Read the news. Add a reminder \u2022 call Acme at 5."),  # a bullet
+    ("Acme", "Read the news. To-do list\n call Acme\n pay rent"),  # lines, no colon
+    ("Acme", "Read the news. To-dos for tomorrow\n1. call Acme\n2. pay rent"),
+    ("Acme", "Read the news. Text to translate into French\ncall Acme tomorrow"),
+    ("Acme", "Read the news. Note to self, call Acme."),
+]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="after 1b63ce1: a past tense that does not end in -ed (got, gave, took, …) "
+    "leaves a message noun after 'and' an imperative; straight single quotes do not stay "
+    "open across a sentence as double and curly ones now do; a bullet (U+2022) or a line "
+    "break after a label opens no content as a colon does; 'Note to self,' is a label "
+    "before a comma. Fix: DID gains the common irregular past tenses (or any word after "
+    "the name that is no noun); single quotes count as _quoted does double ones; a line "
+    "break or a bullet after a sentence that has no imperative of VERBS opens content, "
+    "as a colon does.",
+)
+@pytest.mark.parametrize(("card", "request_"), AFTER_THE_FIX)
+def test_content_and_nouns_the_fix_does_not_see_address_no_one(tmp_path, card, request_) -> None:
+    _refused(tmp_path, card, request_)
+
+
 def test_a_replys_from_naming_a_place_is_not_addressed(tmp_path) -> None:
     _refused(tmp_path, "Berlin", "Read the news, then reply to my last email from Berlin.")
 
