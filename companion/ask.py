@@ -101,7 +101,9 @@ async def failed(service: Service, turn: Turn, exc: BaseException) -> None:
     with anyio.CancelScope(shield=True):
         await turn.started()
     with contextlib.suppress(sqlite3.Error):  # a full disk: left `running`, so the
-        service.conversations.failed(turn.request_id, why)  # next start: `interrupted`
+        service.conversations.failed(  # next start: `interrupted`
+            turn.request_id, why, tuple(turn.out_after_private)
+        )
 
 
 def turn_of(

@@ -164,12 +164,14 @@ class Conversations:
             else:
                 self._touch(conversation_id)
 
-    def failed(self, request_id: str, error: str) -> None:
-        """A `begin`-kept request ended without an answer: `error` says why."""
+    def failed(self, request_id: str, error: str, out_after_private: tuple[str, ...] = ()) -> None:
+        """A `begin`-kept request ended without an answer: `error` says why; the open-world
+        calls --yes covered in it after a private read still count for the conversation."""
+        labels = TurnLabels(out_after_private=out_after_private) if out_after_private else None
         self.db.execute(
-            "UPDATE turns SET state = 'failed', error = ?"
+            "UPDATE turns SET state = 'failed', error = ?, labels = ?"
             " WHERE request_id = ? AND state = 'running'",
-            (error, request_id),
+            (error, None if labels is None else labels.model_dump_json(), request_id),
         )
 
     def interrupted(self) -> int:

@@ -254,6 +254,8 @@ class Intent:
                 and any(ch.isalnum() for ch in value)
                 and is_span(value, self.request)
             )
+        if isinstance(value, float):  # 5.0 where the request says 5: the type is a choice
+            return not self._negated and is_span(repr(value), self.request)
         return self.says(value)
 
 

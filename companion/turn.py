@@ -16,7 +16,7 @@ from .events import AskRequest, EventSink, RouteEvent, StepEvent
 from .executor import FRIEND, Executor, SessionState
 from .labels import CLEAN, Labels
 from .outcomes import Route
-from .prompt import Prompt
+from .prompt import APP_GIVEN, Prompt
 from .results import PlanView, StepView
 
 NOT_RUN = Observation(step_id="-", status="skipped", error="not run")
@@ -89,6 +89,8 @@ class Turn:
         tainted = set(self.prompt.labels(destination, documents_sent).untrusted)
         private = set(self.prompt.private_reads(destination, documents_sent))
         spent = list(self.prompt.out_after_private)
+        if private & APP_GIVEN:  # the app keeps the conversation: what it spent is unknown
+            spent.append("the app's conversation")
         return SessionState(
             tainted_by=tainted, read_private=private, limits=limits, out_after_private=spent
         )

@@ -238,14 +238,9 @@ def test_the_covered_calls_choice_of_span_cannot_spell_the_pin(tmp_path) -> None
     assert all(spans.index(str(q["query"])) != PIN % len(spans) for q in looked_up)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a number counts as the user's words by its decimal form, whatever its JSON "
-    "type: 5 and 5.0 both say '5', and the tool (and the web) sees which one: a bit the "
-    "planner chose. Fix: after a private read a number must have the JSON type its span "
-    "has (an integer for '5'), or the executor hands the tool the span's own value.",
-)
 def test_the_covered_calls_number_type_cannot_spell_a_bit(tmp_path) -> None:
+    """After a private read a number must be the request's as typed, type and all: 5.0
+    where the request says 5 is asked (both passed as '5' before)."""
     executor, _, data = phone(tmp_path)
     (data.root / "notes.json").write_text(PIN_NOTE)
     looked_up: list[object] = []
@@ -362,21 +357,11 @@ def _lookup_then_fail(query: str) -> Script:
     return Script(rounds=[Round(steps=[lookup]), Round(steps=too_many)])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the covered calls a turn spent are kept only by kept_result, with an answered "
-    "turn's labels: a turn that fails (here its second plan is over the phone's step "
-    "limit; a deadline, a cut link or a malformed plan would do) is kept 'failed' with no "
-    "labels, so the next turn gets a covered call again: a planner that fails every other "
-    "turn gets one per two turns, not one per conversation. Fix: keep "
-    "Turn.out_after_private (and the turn's private reads) in Conversations.failed too, "
-    "and count them in prompt.build.",
-)
 @pytest.mark.timeout(300)
 def test_a_failed_turn_still_spends_the_conversations_covered_call(bench: Bench) -> None:  # noqa: F811
-    """Turn 1 reads the vault (private); turn 2's lookup is the conversation's covered
-    call, then turn 2 fails; turn 3's lookup must be asked (refused under --yes): a
-    planner that fails every other turn must not get a covered call each time."""
+    """A turn that failed after its covered lookup keeps that count with the
+    conversation: turn 3's lookup is asked (a failed turn was kept with no labels
+    before, and turn 3 got a covered call of its own)."""
     read = Script(rounds=[Round(steps=[step("s1", "vault_read")])], answer=f"It is {VAULT}.")
     again = Round(steps=[step("s1", "web_lookup", site="news.example", query="the weather")])
     conversation(bench, [(AskRequest(text="what's in my vault?", route="remote"), read)], True)
@@ -396,17 +381,11 @@ def _app_asks(history: list[ChatMessage]) -> AskRequest:
     return AskRequest(text=LOOK_UP, route="remote", history=history)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="with the app's own history (no conversation kept on the phone), the phone "
-    "counts covered calls from kept turns only: none. The app's assistant message is a "
-    "private read (APP_GIVEN), yet each request the app sends gets a new covered call: "
-    "one per message of the app's chat, not one per conversation. Fix: when the history "
-    "is the app's and holds an APP_GIVEN message, --yes covers no open-world call "
-    "written after it (the phone cannot count what that conversation spent).",
-)
 @pytest.mark.timeout(300)
 def test_an_apps_own_history_gets_no_covered_call_per_message(bench: Bench) -> None:  # noqa: F811
+    """A request that brings an app's own history with an answer in it gets no covered
+    call (the phone cannot count what that conversation spent): the lookup is asked
+    (each message got one before)."""
     vault = [
         ChatMessage(role="user", content="what's in my vault?"),
         ChatMessage(role="assistant", content=f"It is {VAULT}."),
