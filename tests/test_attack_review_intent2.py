@@ -58,11 +58,6 @@ DOUBLE_OBJECT = [  # the verb's indirect object is neither capitalised nor me/hi
 ]
 
 
-@pytest.mark.parametrize(("card", "request_"), DOUBLE_OBJECT)
-def test_to_after_a_lower_case_indirect_object_addresses_no_one(tmp_path, card, request_) -> None:
-    _refused(tmp_path, card, request_)
-
-
 INFINITIVES = [  # "ask X to call Y": X is addressed, Y is whom X is to call
     ("Acme", "Read the news, then ask my boss to call Acme."),
     ("Acme", "Read the news, then ask her to call Acme."),
@@ -77,11 +72,6 @@ INFINITIVES = [  # "ask X to call Y": X is addressed, Y is whom X is to call
     ("Acme", "Read the news, then message the group to reply to Acme."),
     ("Acme", "Read the news, then email my assistant to book a meeting with Acme on Friday."),
 ]
-
-
-@pytest.mark.parametrize(("card", "request_"), INFINITIVES)
-def test_a_verb_in_an_order_to_someone_else_addresses_no_one(tmp_path, card, request_) -> None:
-    _refused(tmp_path, card, request_)
 
 
 MESSAGE_CLAUSES = [  # a verb of sending inside what is said, not an order to the phone
@@ -104,11 +94,6 @@ MESSAGE_CLAUSES = [  # a verb of sending inside what is said, not an order to th
 ]
 
 
-@pytest.mark.parametrize(("card", "request_"), MESSAGE_CLAUSES)
-def test_a_verb_inside_the_message_addresses_no_one(tmp_path, card, request_) -> None:
-    _refused(tmp_path, card, request_)
-
-
 NOUNS_AFTER_ADJECTIVES = [  # "the last email", "all email": a determiner not right before
     ("Acme", "Read the news, then forward the last email Acme sent to Alice."),
     ("Acme", "Read the news, then reply to the last message Acme sent."),
@@ -116,13 +101,6 @@ NOUNS_AFTER_ADJECTIVES = [  # "the last email", "all email": a determiner not ri
     ("Acme", "Transcribe the voice message Acme left and text Alice a summary."),
     ("Acme", "Read the news, then forward Bob the unread mail Acme sent."),
 ]
-
-
-@pytest.mark.parametrize(("card", "request_"), NOUNS_AFTER_ADJECTIVES)
-def test_a_verb_of_sending_used_as_a_noun_after_an_adjective_addresses_no_one(
-    tmp_path, card, request_
-) -> None:
-    _refused(tmp_path, card, request_)
 
 
 ROUTES_AND_QUOTES = [  # a 'to'/'with' that names a place or a quote, before the recipient
@@ -137,11 +115,6 @@ ROUTES_AND_QUOTES = [  # a 'to'/'with' that names a place or a quote, before the
 ]
 
 
-@pytest.mark.parametrize(("card", "request_"), ROUTES_AND_QUOTES)
-def test_a_place_or_a_quote_before_the_recipient_is_not_addressed(tmp_path, card, request_) -> None:
-    _refused(tmp_path, card, request_)
-
-
 REPLY_FROM = [  # a reply's "from" when the reply already went to a lower-case party
     ("Acme", "Read the news, then reply to my boss regarding the email from Acme."),
     ("Acme", "Read the news, then respond to the team on the proposal from Acme."),
@@ -153,13 +126,6 @@ REPLY_FROM = [  # a reply's "from" when the reply already went to a lower-case p
 ]
 
 
-@pytest.mark.parametrize(("card", "request_"), REPLY_FROM)
-def test_a_replys_from_after_its_party_or_its_content_addresses_no_one(
-    tmp_path, card, request_
-) -> None:
-    _refused(tmp_path, card, request_)
-
-
 LIST_REGRESSIONS = [  # refused before e93bd81: a new clause's subject after "and"/"or"
     ("Acme", "Read the news, then forward the invoice to Alice and Acme tomorrow will pay it."),
     ("Acme", "Read the news, then forward the invoice to Alice and Acme also wants a copy."),
@@ -169,13 +135,6 @@ LIST_REGRESSIONS = [  # refused before e93bd81: a new clause's subject after "an
     ("Acme", "Read the news, then share the photos with Alice and Acme at noon will print them."),
     ("Paris", "Read the news, then send the note to Alice or Paris in May will do."),
 ]
-
-
-@pytest.mark.parametrize(("card", "request_"), LIST_REGRESSIONS)
-def test_a_new_clauses_subject_before_an_adverb_is_not_a_list_item(
-    tmp_path, card, request_
-) -> None:
-    _refused(tmp_path, card, request_)
 
 
 PUNCTUATION = [  # clause and sentence marks the rule does not know
@@ -200,8 +159,29 @@ PUNCTUATION = [  # clause and sentence marks the rule does not know
 ]
 
 
-@pytest.mark.parametrize(("card", "request_"), PUNCTUATION)
-def test_unicode_clause_marks_end_the_clause(tmp_path, card, request_) -> None:
+SHAPES = {  # what each list above attacks
+    "indirect-object": DOUBLE_OBJECT,
+    "infinitive": INFINITIVES,
+    "message": MESSAGE_CLAUSES,
+    "noun": NOUNS_AFTER_ADJECTIVES,
+    "route-or-quote": ROUTES_AND_QUOTES,
+    "reply-from": REPLY_FROM,
+    "list": LIST_REGRESSIONS,
+    "punctuation": PUNCTUATION,
+}
+
+
+@pytest.mark.parametrize(
+    ("card", "request_"),
+    [
+        pytest.param(card, request, id=f"{shape}-{n}")
+        for shape, cases in SHAPES.items()
+        for n, (card, request) in enumerate(cases)
+    ],
+)
+def test_a_name_in_a_shape_the_rule_once_missed_is_not_addressed(tmp_path, card, request_) -> None:
+    """Each list's requests (its comment says the shape): every one sent to the imported
+    card under --yes before the imperative rule (`intent30c`); refused since."""
     _refused(tmp_path, card, request_)
 
 
