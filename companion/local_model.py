@@ -8,13 +8,12 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from hearth.protocol.model.chat import ChatTemplate, split_at_first_user_turn
+from hearth.protocol.model.chat import split_at_first_user_turn
 from hearth.protocol.model.grammar import Mode, answer_grammar, tool_grammar
 from hearth.protocol.model.inert import Inert
 from hearth.protocol.model.limits import Sampling, answer_tokens, requested
@@ -38,12 +37,6 @@ if TYPE_CHECKING:  # llama.cpp and numpy load on first local use, not at every s
 
 LOCAL_LIMITS = Limits(max_steps=8, max_tokens=384)
 OnText = Callable[[str, bool], Awaitable[None]]  # a piece of text, whether it is thinking
-
-
-@lru_cache(maxsize=4)
-def compiled_template(source: str) -> ChatTemplate:
-    """A model's chat template, compiled once (Jinja takes tens of ms per compile)."""
-    return ChatTemplate(source)
 
 
 def local_plan(phone_id: str, calls: Sequence[tuple[str, dict[str, Any]]]) -> Plan:
@@ -148,14 +141,18 @@ class LocalModel:
         from hearth.protocol.model.runtime import SessionMemory
 
         runtime = await self.runtime()
-        template = compiled_template(runtime.chat_template)
+        template = runtime.template
         tool_dicts = [t.model_dump() for t in tools]
         schemas: dict[str, dict[str, Any]] = {
             t.function.name: dict(t.function.parameters) for t in tools
         }
         check_schemas(schemas)
         calls = tool_grammar(
-            schemas, mode, limits.max_steps, max_value_chars=limits.max_value_chars
+            schemas,
+            mode,
+            limits.max_steps,
+            max_value_chars=limits.max_value_chars,
+            call_format=template.call_format,
         )
         grammar = calls or answer_grammar(settings)
         messages = [m.model_dump(exclude_none=True) for m in history]
@@ -188,7 +185,13 @@ class LocalModel:
             await hear(piece, True)
 
         result = await generate_streamed(work, answer, thought)
-        parsed = parse_generation(result.text, result.finish, schemas, calls=calls is not None)
+        parsed = parse_generation(
+            result.text,
+            result.finish,
+            schemas,
+            calls=calls is not None,
+            call_format=template.call_format,
+        )
         await validate_calls(parsed.calls, schemas)
         plan = (
             local_plan(phone_id, [(c.name, c.arguments) for c in parsed.calls])

@@ -340,6 +340,7 @@ class _Session:
                 mode,
                 max_calls=max(1, steps_left),
                 max_value_chars=request.limits.max_value_chars,
+                call_format=backend.call_format,
             )
             grammar = calls or answer_grammar(request.generation)
             result = await backend.generate(
@@ -361,6 +362,7 @@ class _Session:
                 schemas,
                 calls=calls is not None,
                 thinking=request.thinking,
+                call_format=backend.call_format,
             )
             await validate_calls(parsed.calls, schemas)
             conv.messages.append(ChatMessage(role="assistant", content=result.text))

@@ -2,13 +2,15 @@
 
 The guard (`protocol/kit/web/`) answers 421 to a Host other than this port's loopback
 names (and `api_hosts`), 403 to a cross-origin `Origin`, 401 without the bearer token
-(or the chat page's session); what passes reaches the OpenAI-compatible routes (`/v1`)
+(or the chat page's session), except `GET /health`, which needs no token and says only
+that the companion is up; what passes reaches the OpenAI-compatible routes (`/v1`)
 or the native ones (`/api`). Hypercorn's trio worker serves it in the caller's event
 loop, the one that holds the libp2p host.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,12 +19,16 @@ from anyio.abc import TaskStatus
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import FileResponse, Response
+from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from hearth.protocol.kit.web.guard import guard
+from hearth.protocol.kit.web.headers import SecurityHeaders
+from hearth.protocol.kit.web.host import LoopbackHost
 from hearth.protocol.kit.web.loopback import serve
+from hearth.protocol.kit.web.origin import SameOrigin
 from hearth.protocol.kit.web.token import load_token
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
@@ -52,6 +58,34 @@ CHAT_PAGE = Path(__file__).parent.parent / "web"  # the chat page's HTML, CSS an
 
 async def _chat_page(request: Request) -> Response:
     return FileResponse(CHAT_PAGE / "index.html", media_type="text/html")
+
+
+HEALTH_PATH = "/health"
+
+
+async def _health(request: Request) -> Response:
+    """The companion is up: nothing else (no version, model or peer id)."""
+    return JSONResponse({"status": "ok"})
+
+
+class WithHealth:
+    """`GET /health` answered without the token (as llama-server's), still behind the
+    guard's Host and Origin checks and its security headers; every other path goes to
+    `guarded`."""
+
+    def __init__(self, guarded: ASGIApp, hosts: Sequence[str] = ()) -> None:
+        self.guarded = guarded
+        health = Starlette(
+            routes=[Route(HEALTH_PATH, _health, methods=["GET"])],
+            exception_handlers={HTTPException: _unrouted},
+        )
+        self.health = SecurityHeaders(LoopbackHost(SameOrigin(health, hosts), hosts))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("path") == HEALTH_PATH:
+            await self.health(scope, receive, send)
+        else:
+            await self.guarded(scope, receive, send)
 
 
 def build_app(service: Service) -> Starlette:
@@ -86,12 +120,13 @@ async def serve_api(
 ) -> None:
     """Serve the API on 127.0.0.1:`port` (0: a free one) until cancelled; `task_status`
     gets the port actually bound."""
+    hosts = service.settings.api_hosts
     app = guard(
         build_app(service),
         token=token,
         cookie=SESSION_COOKIE,
         login_page=True,
         token_file=service.home / TOKEN_NAME,
-        hosts=service.settings.api_hosts,
+        hosts=hosts,
     )
-    await serve(app, port, task_status=task_status)
+    await serve(WithHealth(app, hosts), port, task_status=task_status)

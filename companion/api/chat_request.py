@@ -4,12 +4,14 @@ Each documented field is declared here. What the phone does with it (README "The
 OpenAI-compatible API" has the table) is one of: honoured (sampling, the answer's
 length and format, tools), accepted with nothing to do on a phone (`store`,
 `service_tier`, `prompt_cache_key`, ...), or refused with a 400 naming the field
-(`n > 1`, `logprobs`, audio, image parts, ...). Fields OpenAI does not document are
-ignored, never echoed.
+(`n > 1`, `logprobs: true`, audio, image parts, ...). With no `seed`, each request
+draws a fresh one (`drawn_seed`), reported in the answer's `system_fingerprint`. Fields
+OpenAI does not document are ignored, never echoed.
 """
 
 from __future__ import annotations
 
+import secrets
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
@@ -170,8 +172,9 @@ class ChatRequest(_Open):
         """400 naming the first field asked for that the phone cannot do (never ignored)."""
         refusals: list[tuple[bool, str, str]] = [
             (bool(self.n and self.n > 1), "n", "n > 1 is not supported: ask once per answer"),
+            # `logprobs: false` (with `top_logprobs: 0`) asks for none: accepted, as OpenAI does
             (bool(self.logprobs), "logprobs", "logprobs are not supported"),
-            (self.top_logprobs is not None, "top_logprobs", "top_logprobs are not supported"),
+            (bool(self.top_logprobs), "top_logprobs", "top_logprobs are not supported"),
             (bool(self.logit_bias), "logit_bias", "logit_bias is not supported"),
             (self.audio is not None, "audio", "audio output is not supported"),
             (
@@ -251,8 +254,19 @@ class ChatRequest(_Open):
         """`metadata.conversation`: the user's conversation this request continues."""
         return (self.metadata or {}).get("conversation")
 
-    def settings(self) -> AnswerSettings:
-        """The sampling, length and format this request asks for."""
+    def drawn_seed(self) -> int:
+        """The seed this request samples with: its own (within the runtime's 32 bits), or
+        a fresh one when it names none (as OpenAI, llama-server and Ollama draw one), so
+        that two requests without a seed differ; the answer reports it to repeat it."""
+        if self.seed is None:
+            return secrets.randbelow(2**31)
+        return self.seed % 2**32
+
+    def settings(self, seed: int | None = None) -> AnswerSettings:
+        """The sampling, length and format this request asks for (sampled with `seed`,
+        else the request's own)."""
+        if seed is None and self.seed is not None:
+            seed = self.seed % 2**32
         fmt = self.response_format
         stops = [self.stop] if isinstance(self.stop, str) else self.stop or []
         most = self.max_completion_tokens or self.max_tokens
@@ -260,7 +274,7 @@ class ChatRequest(_Open):
             max_tokens=None if most is None else min(most, MAX_ANSWER_TOKENS),
             temperature=self.temperature,
             top_p=self.top_p,
-            seed=None if self.seed is None else self.seed % 2**32,
+            seed=seed,
             frequency_penalty=self.frequency_penalty,
             presence_penalty=self.presence_penalty,
             stop=stops,

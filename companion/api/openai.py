@@ -13,6 +13,7 @@ refused (`chat_request`); every answer has `usage`, counted where it was generat
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from hearth.protocol.model.prose import ProseOnly
 from hearth.protocol.model.toolcalls import ToolCall, render_calls
 from hearth.protocol.model.validate import validate_calls
 from hearth.protocol.transport.taskgroups import single_error
-from hearth.protocol.wire.errors import HearthError
+from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import ChatMessage, ToolSpec
 
 from ..ask import ask
@@ -122,6 +123,7 @@ class ChatCompletion(_Out):
     model: str
     choices: list[Choice]
     usage: UsageView
+    system_fingerprint: str  # the seed sampled with (`seed-N`): send `seed` N to repeat it
     hearth: Routed
 
 
@@ -145,6 +147,7 @@ class ChatChunk(_Out):
     model: str
     choices: list[ChunkChoice]
     usage: UsageView | None = None  # the last chunk's, with `stream_options.include_usage`
+    system_fingerprint: str
     hearth: Routed | None = None
 
 
@@ -183,13 +186,32 @@ class ErrorBody(_Out):
         )
 
 
+# the runtime's words for a request that does not fit the model's context
+OVERFLOW = re.compile(r"request needs \d+ tokens; the model's context is \d+")
+
+
+def api_error(exc: HearthError) -> ApiError:
+    """`exc` as the API answers it; a request past the model's context is OpenAI's
+    `context_length_exceeded` (param `messages`), not the runtime's `invalid_input`."""
+    error = ApiError.of(exc)
+    if exc.code is ErrorCode.INVALID_INPUT and OVERFLOW.search(exc.message):
+        error.code, error.param = "context_length_exceeded", "messages"
+    return error
+
+
 def error_response(exc: ApiError) -> JSONResponse:
     body = ErrorBody.of(exc).model_dump(mode="json")
     return JSONResponse(body, status_code=exc.status, headers=exc.headers)
 
 
-def sse(model: BaseModel) -> bytes:
-    return b"data: " + model.model_dump_json(exclude_none=True).encode() + b"\n\n"
+def sse(model: BaseModel, *, null_usage: bool = False) -> bytes:
+    """One event; with `null_usage`, a chunk without usage says `"usage": null` (as
+    OpenAI's do with `stream_options.include_usage`)."""
+    if not null_usage:
+        return b"data: " + model.model_dump_json(exclude_none=True).encode() + b"\n\n"
+    body = model.model_dump(mode="json", exclude_none=True)
+    body.setdefault("usage", None)
+    return b"data: " + json.dumps(body, ensure_ascii=False).encode() + b"\n\n"
 
 
 def sse_error(exc: ApiError) -> bytes:
@@ -198,12 +220,14 @@ def sse_error(exc: ApiError) -> bytes:
 
 
 class Answer:
-    """One chat completion: its id and model, and the whole of it once it is known."""
+    """One chat completion: its id and model, the seed it samples with (reported as its
+    `system_fingerprint`), and the whole of it once it is known."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, seed: int) -> None:
         self.id = f"chatcmpl-{uuid.uuid4().hex}"
         self.created = int(time.time())
         self.model = model
+        self.fingerprint = f"seed-{seed}"
 
     def whole(self, done: Outcome) -> ChatCompletion:
         message = AssistantMessage(
@@ -216,6 +240,7 @@ class Answer:
             model=self.model,
             choices=[Choice(message=message, finish_reason=done.reason)],
             usage=done.usage,
+            system_fingerprint=self.fingerprint,
             hearth=done.routed,
         )
 
@@ -223,8 +248,8 @@ class Answer:
 class StreamedAnswer(Answer):
     """A chat completion sent chunk by chunk as it is produced."""
 
-    def __init__(self, model: str, emit: Emit, include_usage: bool) -> None:
-        super().__init__(model)
+    def __init__(self, model: str, seed: int, emit: Emit, include_usage: bool) -> None:
+        super().__init__(model, seed)
         self._emit = emit
         self._prose = ProseOnly()
         self._include_usage = include_usage
@@ -263,9 +288,10 @@ class StreamedAnswer(Answer):
             model=self.model,
             choices=choices,
             usage=usage,
+            system_fingerprint=self.fingerprint,
             hearth=routed,
         )
-        await self._emit(sse(chunk))
+        await self._emit(sse(chunk, null_usage=self._include_usage))
 
     async def finish(self, done: Outcome) -> None:
         """The rest of the answer (the streamed text ends with it), the calls, the end,
@@ -405,7 +431,8 @@ class OpenAiApi:
             ticket.release()
             return error_response(exc)
         route = MODELS[body.model]
-        generation = body.settings()
+        seed = body.drawn_seed()  # a fresh one unless the request names it
+        generation = body.settings(seed)
 
         async def run(events: EventSink, cancel: anyio.Event) -> Outcome:
             with single_error():
@@ -450,23 +477,23 @@ class OpenAiApi:
         if body.streamed:
 
             async def produce(emit: Emit, cancel: anyio.Event) -> None:
-                answer = StreamedAnswer(body.model, emit, body.include_usage)
+                answer = StreamedAnswer(body.model, seed, emit, body.include_usage)
                 try:
                     await answer.delta(Delta(role="assistant", content=""))
                     await answer.finish(await run(answer.on_event, cancel))
                 except HearthError as exc:
-                    await emit(sse_error(ApiError.of(exc)))
+                    await emit(sse_error(api_error(exc)))
                 except Exception:
                     await emit(sse_error(internal()))
 
             return EventStream(produce, ticket)
 
         async def whole(cancel: anyio.Event) -> Response:
-            answer = Answer(body.model)
+            answer = Answer(body.model, seed)
             try:
                 completion = answer.whole(await run(discard, cancel))
             except HearthError as exc:
-                return error_response(ApiError.of(exc))
+                return error_response(api_error(exc))
             except Exception:
                 return error_response(internal())
             return JSONResponse(completion.model_dump(mode="json", exclude_none=True))

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
+from hearth.protocol.model.callformats import CallFormat
 from hearth.protocol.model.grammar import ToolGrammar
 from hearth.protocol.model.runtime import Generation, Sampling
 from hearth.protocol.wire.errors import ErrorCode, HearthError
@@ -77,6 +78,7 @@ class Backend(Protocol):
     """What the planner needs from a model."""
 
     info: ModelInfo
+    call_format: CallFormat  # how its model writes a tool call (the grammar and parser follow)
 
     async def generate(
         self,

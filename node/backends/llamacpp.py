@@ -13,7 +13,8 @@ from pathlib import Path
 
 import anyio
 
-from hearth.protocol.model.chat import ChatTemplate, split_at_first_user_turn
+from hearth.protocol.model.callformats import CallFormat
+from hearth.protocol.model.chat import split_at_first_user_turn
 from hearth.protocol.model.grammar import ToolGrammar
 from hearth.protocol.model.inert import Inert
 from hearth.protocol.model.relay import TextRelay, generate_streamed
@@ -28,7 +29,8 @@ class LlamaCppBackend:
 
     def __init__(self, path: Path, n_ctx: int) -> None:
         self.runtime = LlamaRuntime(path, n_ctx=n_ctx)
-        self.template = ChatTemplate(self.runtime.chat_template)
+        self.template = self.runtime.template
+        self.call_format: CallFormat = self.template.call_format
         self.info = ModelInfo(
             name=self.runtime.name,
             quant=self.runtime.quant,

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
+from hearth.protocol.model.callformats import QWEN_XML, CallFormat
 from hearth.protocol.model.grammar import ToolGrammar
 from hearth.protocol.model.runtime import Finish, Generation
 from hearth.protocol.wire.errors import ErrorCode, HearthError
@@ -61,6 +62,7 @@ class ScriptedBackend:
         default_factory=lambda: ModelInfo(name="scripted", n_ctx=8192, backend="scripted")
     )
     rounds: list[Round] = field(default_factory=list)  # what each round was given
+    call_format: CallFormat = QWEN_XML
 
     def _answer(self, given: Round) -> Answer:
         if callable(self.script):

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from hearth.protocol.model.callformats import QWEN_XML, CallFormat
 from hearth.protocol.model.grammar import AnswerGrammar, ToolGrammar
 from hearth.protocol.model.runtime import Finish, Generation
 from hearth.protocol.model.toolcalls import CALL_CLOSE, CALL_OPEN
@@ -81,6 +82,8 @@ class OpenAIUpstream:
     info: ModelInfo = field(init=False)
     _client: httpx.AsyncClient = field(init=False)
     _style: _Style = field(init=False, default=_Style.GRAMMAR)
+    # the grammar forces Qwen3.5 XML, native calls come back as Hermes JSON: both are read
+    call_format: CallFormat = field(init=False, default=QWEN_XML)
 
     def __post_init__(self) -> None:
         import httpx

@@ -14,6 +14,15 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
+from .callformats import (
+    PROBE_TOOL,
+    QWEN_XML,
+    CallFormat,
+    UnsupportedModel,
+    default_template,
+    format_of,
+)
+
 Message = dict[str, Any]
 
 
@@ -24,7 +33,15 @@ def _raise(message: str) -> None:
 class ChatTemplate:
     """A model's chat template, ready to render conversations with tools."""
 
-    def __init__(self, source: str, *, eos_token: str = "<|im_end|>", bos_token: str = "") -> None:
+    def __init__(
+        self,
+        source: str,
+        *,
+        eos_token: str = "<|im_end|>",
+        bos_token: str = "",
+        call_format: CallFormat = QWEN_XML,
+    ) -> None:
+        self.call_format = call_format
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
         env.filters["tojson"] = lambda value, indent=None: json.dumps(
             value, ensure_ascii=False, indent=indent
@@ -33,6 +50,33 @@ class ChatTemplate:
         self._template = env.from_string(source)
         self.eos_token = eos_token
         self.bos_token = bos_token
+
+    @classmethod
+    def for_model(cls, source: str, model: str, *, bos_token: str = "") -> ChatTemplate:
+        """A GGUF's own template (`source`; a model without one gets `default_template`)
+        with the call format it teaches; `UnsupportedModel` when it teaches none Hearth
+        reads, or cannot render a conversation with tools."""
+        template = cls(source or default_template(), bos_token=bos_token)
+        probe = [{"role": "user", "content": "hello"}]
+        tool = {
+            "type": "function",
+            "function": {
+                "name": PROBE_TOOL,
+                "description": "probe",
+                "parameters": {"type": "object", "properties": {}},
+            },
+        }
+        try:
+            rendered = template.render(probe, [tool])
+        except Exception as exc:  # a template's own error, whatever its type
+            raise UnsupportedModel(model, f"its chat template fails to render ({exc})") from exc
+        found = format_of(rendered, source or default_template())
+        if found is None:
+            raise UnsupportedModel(
+                model, "its chat template teaches no tool-call format Hearth reads"
+            )
+        template.call_format = found
+        return template
 
     def render(
         self,

@@ -31,6 +31,7 @@ from typing import Any, Literal, Self
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import AnswerSettings
 
+from .callformats import QWEN_XML, CallFormat
 from .digests import ByDigest
 from .limits import DEFAULT_LIMITS, GrammarLimits
 from .toolcalls import CALL_OPEN, VALUE_END, schema_kinds
@@ -473,17 +474,60 @@ def tool_grammar(
     max_calls: int = 4,
     limits: GrammarLimits = DEFAULT_LIMITS.grammar,
     max_value_chars: int | None = None,
+    call_format: CallFormat = QWEN_XML,
 ) -> ToolGrammar | None:
     """The grammar for one round: lazy (`auto`), calls only (`required`), or none (`none`,
-    or no tools: prose is free). `max_value_chars` (a request's limit) caps string
-    values beyond their schemas. Raises `invalid_input` for schemas beyond `limits`.
-    Built once for the same tools and settings (they come with every request)."""
+    or no tools: prose is free), in the model's `call_format`. `max_value_chars` (a
+    request's limit) caps string values beyond their schemas. Raises `invalid_input` for
+    schemas beyond `limits`. Built once for the same tools and settings (they come with
+    every request)."""
     if mode == "none" or not tools:
         return None
-    settings = (mode, max_calls, limits, max_value_chars)
+    if call_format.max_calls is not None:
+        max_calls = min(max_calls, call_format.max_calls)
+    settings = (mode, max_calls, limits, max_value_chars, call_format.name)
+    if call_format.json_body:
+        return _grammars.get(
+            tools,
+            settings,
+            lambda: _json_tool_grammar(
+                tools, mode, max_calls, limits, max_value_chars, call_format
+            ),
+        )
     return _grammars.get(
         tools, settings, lambda: _tool_grammar(tools, mode, max_calls, limits, max_value_chars)
     )
+
+
+def _json_tool_grammar(
+    tools: dict[str, dict[str, Any]],
+    mode: Mode,
+    max_calls: int,
+    limits: GrammarLimits,
+    max_value_chars: int | None,
+    call_format: CallFormat,
+) -> ToolGrammar:
+    """Calls whose body is one JSON object, `{"name": NAME, "<arguments key>": {…}}`
+    (Hermes inside `<tool_call>` tags, Llama 3.x bare), arguments typed by the schema."""
+    if len(tools) > limits.max_tools:
+        raise HearthError(ErrorCode.INVALID_INPUT, f"more than {limits.max_tools} tools")
+    b = _Builder(limits, max_value_chars)
+    alternatives = []
+    for i, (name, schema) in enumerate(tools.items()):
+        if len(json.dumps(schema, default=str)) > limits.max_schema_bytes:
+            raise HearthError(ErrorCode.INVALID_INPUT, f"tool {name}: schema too large")
+        arguments = dict(schema) if isinstance(schema, dict) else {}
+        arguments.setdefault("type", "object")
+        body = b.json(arguments)
+        head = f'{json.dumps(name, ensure_ascii=False)}, "{call_format.arguments_key}": '
+        alternatives.append(b.add(f"t{i}", f"{literal(head)} {body}"))
+    tagged = bool(call_format.close)  # Hermes: the object inside <tool_call> tags
+    opening = (call_format.open + "\n" if tagged else "") + '{"name": '
+    closing = "}" + ("\n" + call_format.close if tagged else "")
+    names = " | ".join(alternatives)
+    call = b.add("call", f"{literal(opening)} ( {names} ) {literal(closing)}")
+    more = b.repeat(f'"\\n" {call}', 0, max(0, max_calls - 1))
+    return ToolGrammar(_text(f"{call} {more}", b), lazy=mode == "auto", trigger=call_format.open)
 
 
 def _tool_grammar(

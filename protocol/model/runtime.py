@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
+from .chat import ChatTemplate
 from .checkpoints import Checkpoints
 from .loader import default_threads, load_llama
 from .sampling import GrammarCache, LastLogits, Sampling, TokenSampler, Utf8Guard, Utf8Shapes
@@ -32,6 +33,7 @@ __all__ = ["Finish", "Generation", "LlamaRuntime", "Sampling", "SessionMemory"]
 
 Finish = Literal["stop", "length", "cancelled"]
 PREFIX_CACHE_SIZE = 8
+DEFAULT_TURN_END = "<|im_end|>"
 DEFAULT_SAMPLING = Sampling()
 
 
@@ -71,6 +73,13 @@ class SessionMemory:
 SPECIAL_ATTRS = 1 | 8 | 16  # llama.cpp's LLAMA_TOKEN_ATTR_UNKNOWN | CONTROL | USER_DEFINED
 
 
+def context_exceeded(needed: int, n_ctx: int) -> HearthError:
+    """The typed error of a request longer than the model's context (before decoding)."""
+    return HearthError(
+        ErrorCode.INVALID_INPUT, f"request needs {needed} tokens; the model's context is {n_ctx}"
+    )
+
+
 class LlamaRuntime:
     """One GGUF model in memory, shared by every session."""
 
@@ -94,12 +103,27 @@ class LlamaRuntime:
         self.n_ctx = self.llm.n_ctx()
         self.chat_template = meta.get("tokenizer.chat_template", "")
         self.recommended = Sampling.from_gguf(meta)  # the model card's own settings, if any
+        # its own template and call format, or the default one; refused here if unreadable
+        self.template = ChatTemplate.for_model(
+            self.chat_template, self.name, bos_token=self._bos_text()
+        )
+        if not self.chat_template:  # the default's turn end may be plain text to this model
+            self.recommended = self.recommended.model_copy(update={"stop": (DEFAULT_TURN_END,)})
         self._owner: weakref.ref[SessionMemory] | None = None  # a dropped session: gone
         self._prefixes: OrderedDict[str, tuple[list[int], bytes]] = OrderedDict()
         self._checkpoints = Checkpoints()  # where recent prompts ended, to go on from
         self._token_bytes: list[bytes] | None = None
         self._utf8_shapes: Utf8Shapes | None = None
         self.grammars = GrammarCache(llama_cpp, self.llm)
+
+    def _bos_text(self) -> str:
+        """The text of the model's begin-of-sequence token when its vocabulary asks for
+        one (the prompt is tokenized without adding it), for a template's `bos_token`."""
+        lib, vocab = self._lib, self._vocab
+        bos = lib.llama_vocab_bos(vocab)
+        if bos < 0 or not lib.llama_vocab_get_add_bos(vocab):
+            return ""
+        return bytes(self.llm.detokenize([bos], special=True)).decode("utf-8", "replace")
 
     def tokenize(self, text: str) -> list[int]:
         return list(self.llm.tokenize(text.encode(), add_bos=False, special=True))
@@ -147,14 +171,13 @@ class LlamaRuntime:
             fresh = bool(prefix) or not memory.tokens  # a new context: its prompt is kept
             evaluated_prefix, held = self._start_fresh(memory, prefix, new_tokens)
             rest = new_tokens[held:]  # what no checkpoint holds
+            if not memory.tokens and not rest:  # llama.cpp would have no logits to sample
+                raise HearthError(ErrorCode.INVALID_INPUT, "the prompt renders to nothing")
             # a block closed at its budget also holds its closing tokens
             budget = thinking_budget + len(self.tokenize(THINK_CLOSE)) if thinking_budget else 0
             needed = len(memory.tokens) + len(rest) + max_tokens + budget
             if needed > self.n_ctx:
-                raise HearthError(
-                    ErrorCode.INVALID_INPUT,
-                    f"request needs {needed} tokens; the model's context is {self.n_ctx}",
-                )
+                raise context_exceeded(needed, self.n_ctx)
             sampler = TokenSampler(
                 self._lib, self.logits, sampling, grammar, self._shapes(), self.grammars
             )
@@ -260,6 +283,8 @@ class LlamaRuntime:
             memory.tokens = list(tokens)
             return 0
         tokens = self.tokenize(prefix)
+        if len(tokens) >= self.n_ctx:  # llama_decode would fail on it
+            raise context_exceeded(len(tokens), self.n_ctx)
         self.llm.eval(tokens)
         self._prefixes[prefix] = (tokens, self._save_seq())
         memory.tokens = list(tokens)

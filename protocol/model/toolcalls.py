@@ -16,6 +16,7 @@ from typing import Any
 
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
+from .callformats import QWEN_XML, CallFormat
 from .limits import DEFAULT_LIMITS
 
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
@@ -57,6 +58,7 @@ def parse_generation(
     *,
     calls: bool = True,
     thinking: bool = False,
+    call_format: CallFormat = QWEN_XML,
 ) -> Parsed:
     """`parse`, knowing how generation ended: a text answer cut by the token limit is
     kept as it is and marked truncated; a cut tool call is an error (`parse` raises). With
@@ -65,13 +67,17 @@ def parse_generation(
     apart hands on only what follows it)."""
     if thinking and THINK_END in output:
         output = output.split(THINK_END, 1)[1]
-    parsed = parse(output, schemas, calls=calls)
+    parsed = parse(output, schemas, calls=calls, call_format=call_format)
     parsed.truncated = finish == "length" and not parsed.calls
     return parsed
 
 
 def parse(
-    output: str, schemas: dict[str, dict[str, Any]] | None = None, *, calls: bool = True
+    output: str,
+    schemas: dict[str, dict[str, Any]] | None = None,
+    *,
+    calls: bool = True,
+    call_format: CallFormat = QWEN_XML,
 ) -> Parsed:
     """Split `output` (what follows any thinking block) into prose and tool calls;
     `schemas` (tool name → JSON schema) types the XML values. With `calls` False (a
@@ -86,9 +92,11 @@ def parse(
     from .validate import within  # validate imports this module
 
     schemas = schemas or {}
-    start = output.find(CALL_OPEN) if calls else -1
+    start = output.find(call_format.open) if calls else -1
     if start < 0:
         return Parsed(text=output.strip(), calls=[])
+    if not call_format.close:  # bare JSON objects (Llama 3.x): the object ends the call
+        return Parsed(text=output[:start].strip(), calls=_bare_json_calls(output[start:]))
     found = []
     rest = output[start:]
     with within(DEFAULT_LIMITS.validation.readings_s):
@@ -101,6 +109,23 @@ def parse(
     if rest:
         raise ModelOutputError("text after the tool calls")
     return Parsed(text=output[:start].strip(), calls=found)
+
+
+def _bare_json_calls(rest: str) -> list[ToolCall]:
+    """Calls written as bare JSON objects one after another (`;` or whitespace apart);
+    an object never closed means the output was cut."""
+    found = []
+    decoder = json.JSONDecoder()
+    while rest:
+        try:
+            _, end = decoder.raw_decode(rest)
+        except json.JSONDecodeError as exc:
+            raise ModelOutputError("a tool call was cut off (token limit?)") from exc
+        except RecursionError as exc:
+            raise ModelOutputError("a value nested too deep") from exc
+        found.append(_parse_json(rest[:end]))
+        rest = rest[end:].lstrip().removeprefix(";").lstrip()
+    return found
 
 
 def _parse_one(body: str, schemas: dict[str, dict[str, Any]]) -> ToolCall:
@@ -172,7 +197,7 @@ def _parse_json(body: str) -> ToolCall:
         raise ModelOutputError(f"tool call is not valid JSON: {exc.msg}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("name"), str):
         raise ModelOutputError("JSON tool call needs a string `name`")
-    arguments = data.get("arguments", {})
+    arguments = data.get("arguments", data.get("parameters", {}))
     if isinstance(arguments, str):  # some models double-encode
         try:
             arguments = _loads(arguments)
