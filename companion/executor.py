@@ -29,6 +29,15 @@ tainted control argument of a sensitive tool, or untrusted text in the content o
 write planned after untrusted input, forces a confirmation naming its sources. What
 leaves the phone passes the egress (`egress.py`). Every step is journaled before and
 after, with its labels, and every decision is audited.
+
+Nothing leaves the journal open but a crash or a confirmation its confirmer did not
+answer (it raised: consent decides what then becomes of the plan): whatever else fails
+while a plan runs ends its step `error` with the failure's type and the plan goes on to
+be closed. A value is nested no deeper than `results.MAX_DEPTH` wherever the phone
+decodes, resolves or keeps it (a plan's argument, JSON text a `$ref` looks into, a
+tool's result): deeper is refused, or, for a result, the step says it ran and keeps
+none. A plan resumed after a crash runs no more steps once its request's deadline and a
+grace have passed since it was accepted, whatever expiry its planner gave it.
 """
 
 from __future__ import annotations
@@ -52,8 +61,9 @@ from .audit import AuditLog, AuditRecord, args_hash
 from .confirm import Confirmation, Confirmer
 from .egress import Destination, Egress, Policy, StepOutcome
 from .intent import Intent, free_text, is_address, named
-from .journal import Journal, SessionRecord
+from .journal import Journal, SessionRecord, StepRecord
 from .labels import CLEAN, Labels
+from .results import MAX_DEPTH, nesting
 from .tools.registry import BUILTIN, Registry, Tier, Tool, ToolContext
 from .tools.selection import family
 
@@ -61,6 +71,8 @@ FRIEND = "a friend's planner"
 CALL = "(the call)"  # what a confirmation names when a call without arguments is judged
 CONTACTS = "contacts_search"  # the phone's own contacts, for the contacts a request names
 MAX_CONTACT_WORDS = 32  # words of a request looked up in the contacts
+MAX_DEADLINE_S = 3600.0  # a request's longest deadline (`Limits`): a plan without limits
+PLAN_GRACE_S = 300.0  # a plan's lifetime: its request's deadline and this, at most
 OnStep = Callable[[Plan, PlanStep, StepOutcome | None], Awaitable[None]]
 """Told of each step as it starts (outcome None) and as it ends (a service's events)."""
 
@@ -99,6 +111,8 @@ class PlanRun:
     tools: dict[str, Tool] = field(default_factory=dict)  # of the steps run, by step id
     steered: set[str] = field(default_factory=set)  # steps whose arguments were steered
     egress: Egress | None = None  # what the planner may read of the outcomes
+    lifetime_s: float | None = None  # from acceptance, whatever it says (`SessionRecord`)
+    unanswered: bool = False  # a confirmation raised instead of answering (consent's own)
 
     def hides(self, labels: Labels) -> bool:
         """Whether the plan's planner may not read what carries `labels`."""
@@ -127,6 +141,11 @@ class PlanRun:
             return "the clock was set back since the plan was accepted"
         if now >= self.plan.expires_at:
             return "the plan expired before it could resume"
+        if self.lifetime_s is not None and now >= self.resumed_from + self.lifetime_s:
+            return (
+                "the plan outlived its request's deadline (and a grace) before it could "
+                "resume, whatever expiry it was given"
+            )
         return None
 
     def literal_labels(self) -> Labels:
@@ -242,7 +261,7 @@ def _walk(current: Any, parts: list[str], step: PlanStep, into: Gathered | None 
     value it holds (an MCP tool's result is often JSON text). A position in a list of
     more than one element is a choice (`into.choice`); the only element is none."""
     for part in parts:
-        current = _decoded(current)
+        current = _decoded(current, step)
         if into is not None and isinstance(current, list) and len(current) > 1:
             into.choice = True
         try:
@@ -252,13 +271,22 @@ def _walk(current: Any, parts: list[str], step: PlanStep, into: Gathered | None 
     return current
 
 
-def _decoded(value: Any) -> Any:
+def _decoded(value: Any, step: PlanStep) -> Any:
+    """A string holding JSON as the value it holds (nested no deeper than `MAX_DEPTH`)."""
     if isinstance(value, str) and len(value) <= MAX_JSON_TEXT and value[:1] in ("[", "{"):
         try:
-            return json.loads(value)
+            decoded = json.loads(value)
+        except RecursionError:  # nested past Python's stack
+            decoded = _TOO_DEEP
         except ValueError:
             return value
+        if decoded is _TOO_DEEP or nesting(decoded) > MAX_DEPTH:
+            raise _rejected(step, f"a $ref looks into JSON nested deeper than {MAX_DEPTH} levels")
+        return decoded
     return value
+
+
+_TOO_DEEP = object()
 
 
 def _reference(
@@ -279,7 +307,7 @@ def _reference(
         return _walk(current, parts, step)
     if "where" not in value:
         raise _rejected(step, "a $ref selection needs where")
-    listing = _decoded(_walk(current, parts, step, into))  # a position may be a choice
+    listing = _decoded(_walk(current, parts, step, into), step)  # a position: a choice
     if not isinstance(listing, list):
         raise _rejected(step, "a $ref selection must name a list")
     criteria = Gathered()
@@ -443,6 +471,17 @@ def read_by_node(inputs: list[UntrustedInput]) -> set[str]:
     }
 
 
+def _lifetime(limits: Limits | None) -> float:
+    """How long after its acceptance a plan may still run: its request's deadline (the
+    longest a request has, without limits) and a grace, whatever expiry it was given."""
+    return (limits.deadline_s if limits else MAX_DEADLINE_S) + PLAN_GRACE_S
+
+
+def _name(exc: BaseException) -> str:
+    """A failure as it may be told: its type (its text may echo a value)."""
+    return type(exc).__name__
+
+
 def _tool_labels(tool: Tool) -> Labels:
     """What a tool adds to whatever it returns."""
     where = "" if tool.source == BUILTIN else f" ({tool.source})"
@@ -519,7 +558,13 @@ class Executor:
                 tainted_by=frozenset(state.tainted_by),
                 read_private=frozenset(state.read_private),
                 friend=friend,
+                lifetime_s=_lifetime(state.limits),
             )
+            run.lifetime_s = session.lifetime_s
+            for step in plan.steps:  # the journal keeps the plan: its serialiser's depth
+                for name, raw in step.arguments.items():
+                    if nesting(raw) > MAX_DEPTH:
+                        raise _rejected(step, f"{name} is nested deeper than {MAX_DEPTH} levels")
             self.journal.accept(
                 plan.plan_id, plan.signer, plan.request_id, plan.model_dump_json(), session
             )
@@ -527,61 +572,131 @@ class Executor:
             self._audit(plan, "-", {}, "refused", exc.message, "refused")
             return [StepOutcome(s.id, "refused", CLEAN, error=exc.message) for s in plan.steps]
         outcomes = []
-        for step in plan.steps:
-            if on_step is not None:
-                await on_step(plan, step, None)
-            outcomes.append(await self._step(run, step))
-            if on_step is not None:
-                await on_step(plan, step, outcomes[-1])
+        try:
+            for step in plan.steps:
+                if on_step is not None:
+                    await on_step(plan, step, None)
+                outcomes.append(await self._guarded(run, step))
+                if on_step is not None:
+                    await on_step(plan, step, outcomes[-1])
+        except Exception as exc:
+            if not run.unanswered:  # nothing leaves the plan open: it is closed, typed
+                self._abandon(plan.plan_id, plan.steps, f"the plan stopped ({_name(exc)})")
+            raise
         self.journal.close_plan(plan.plan_id)
         return outcomes
+
+    async def _guarded(self, run: PlanRun, step: PlanStep) -> StepOutcome:
+        """`_step`, whatever fails on the phone: the step then ends `error` with the
+        reason (the plan goes on, and is closed), never an open plan and a crash; only a
+        confirmation left unanswered (its confirmer raised) goes up as it came."""
+        try:
+            return await self._step(run, step)
+        except Exception as exc:
+            if run.unanswered:
+                raise
+            reason = f"{step.id}: the phone failed on this step ({_name(exc)})"
+            labels = reduce(  # derived from what its arguments name, as far as known
+                Labels.__or__,
+                (run.results[d][1] for d in step.depends_on if d in run.results),
+                CLEAN,
+            )
+            self._audit(run.plan, step.id, {}, "failed", reason, "error")
+            self.journal.finished(
+                run.plan.plan_id, step.id, "error", error=reason, tool=step.tool, labels=labels
+            )
+            return self._outcome(run, step, StepOutcome(step.id, "error", labels, error=reason))
+
+    def _abandon(self, plan_id: str, steps: list[PlanStep], reason: str) -> None:
+        """Close a plan a failure stopped: a step caught mid-run ends `error` (it may or
+        may not have happened), a step not started `skipped`, both with `reason`."""
+        states = self.journal.states(plan_id)
+        tools = {s.id: s.tool for s in steps}
+        for step_id, state in states.items():
+            if state == "running":
+                self.journal.finished(
+                    plan_id,
+                    step_id,
+                    "error",
+                    error=f"interrupted (it may or may not have happened): {reason}",
+                    tool=tools.get(step_id, ""),
+                )
+        for step in steps:
+            if step.id not in states:
+                self.journal.finished(
+                    plan_id, step.id, "skipped", error=reason, tool=step.tool, labels=CLEAN
+                )
+        self.journal.close_plan(plan_id)
 
     async def resume(self) -> list[str]:
         """Finish plans a crash interrupted, with the labels and session taint they had:
         completed steps are not run again (their results are reused); a step caught
         mid-run is rerun only if its tool is idempotent, otherwise the user is asked.
-        A plan past its expiry (checked before each step and again before its tool
-        runs: a confirmation may wait long), or accepted at a time later than the clock
-        now says, runs no more steps: they are journaled `skipped`.
+        A plan past its expiry or its lifetime (its request's deadline and a grace: the
+        phone's own bound; checked before each step and again before its tool runs: a
+        confirmation may wait long), or accepted at a time later than the clock now says,
+        runs no more steps: they are journaled `skipped`. A plan that cannot resume (any
+        failure but an unanswered confirmation) is closed, never left to fail again.
         Returns the plan ids finished."""
         finished = []
         for plan_id, session, body, accepted_at in self.journal.unfinished():
-            plan = Plan.model_validate_json(body)
-            records = self.journal.steps(plan_id)
-            run = PlanRun(
-                plan,
-                SessionState(
-                    tainted_by=set(session.tainted_by), read_private=set(session.read_private)
-                ),
-                session.friend,
-                remote=plan.signer != plan.audience,  # a local plan is the phone's own
-                resumed_from=accepted_at,
-                egress=self.egress,
-            )
-            for step in plan.steps:
-                record = records.get(step.id)
-                if record is not None and record.state != "running":
-                    run.session.tainted_by |= record.labels.untrusted  # errors taint too
-                    self._read(run, step.tool, record.labels)
-                    if record.state == "ok":
-                        run.results[step.id] = (record.result, record.labels)
-                        tool = self.registry.tools.get(step.tool)
-                        run.approved |= bool(tool and tool.tier is Tier.REVERSIBLE)
-                        if tool is not None:
-                            run.tools[step.id] = tool
-                    continue
-                if (lapsed := run.lapsed()) is not None:
-                    cut = "interrupted (it may or may not have happened); " if record else ""
-                    self._skip(plan, step, cut + lapsed)
-                    continue
-                if record is not None and not await self._may_rerun(plan, step):
-                    continue
-                await self._step(run, step)
+            run: PlanRun | None = None
+            try:
+                plan = Plan.model_validate_json(body)
+                run = PlanRun(
+                    plan,
+                    SessionState(
+                        tainted_by=set(session.tainted_by), read_private=set(session.read_private)
+                    ),
+                    session.friend,
+                    remote=plan.signer != plan.audience,  # a local plan is the phone's own
+                    resumed_from=accepted_at,
+                    egress=self.egress,
+                    lifetime_s=session.lifetime_s,
+                )
+                await self._resume(run, self.journal.steps(plan_id))
+            except Exception as exc:
+                if run is not None and run.unanswered:
+                    raise
+                steps = run.plan.steps if run is not None else []
+                self._abandon(plan_id, steps, f"the plan could not resume ({_name(exc)})")
             self.journal.close_plan(plan_id)
             finished.append(plan_id)
         return finished
 
-    async def _may_rerun(self, plan: Plan, step: PlanStep) -> bool:
+    async def _resume(self, run: PlanRun, records: dict[str, StepRecord]) -> None:
+        """Run what is left of one interrupted plan (see `resume`)."""
+        plan = run.plan
+        for step in plan.steps:
+            record = records.get(step.id)
+            if record is not None and record.state != "running":
+                run.session.tainted_by |= record.labels.untrusted  # errors taint too
+                self._read(run, step.tool, record.labels)
+                if record.state == "ok":
+                    run.results[step.id] = (record.result, record.labels)
+                    tool = self.registry.tools.get(step.tool)
+                    run.approved |= bool(tool and tool.tier is Tier.REVERSIBLE)
+                    if tool is not None:
+                        run.tools[step.id] = tool
+                continue
+            if (lapsed := run.lapsed()) is not None:
+                cut = "interrupted (it may or may not have happened); " if record else ""
+                self._skip(plan, step, cut + lapsed)
+                continue
+            if record is not None and not await self._may_rerun(run, step):
+                continue
+            await self._guarded(run, step)
+
+    async def _ask(self, run: PlanRun, question: Confirmation) -> bool:
+        """The confirmer's answer; one that raises instead leaves the plan as it is."""
+        try:
+            return await self.confirmer.confirm(question)
+        except Exception:
+            run.unanswered = True
+            raise
+
+    async def _may_rerun(self, run: PlanRun, step: PlanStep) -> bool:
+        plan = run.plan
         tool = self.registry.tools.get(step.tool)
         if tool is not None and tool.annotations.idempotent:
             return True
@@ -593,7 +708,7 @@ class Executor:
             step.tool,
             dict(step.arguments),
         )
-        if await self.confirmer.confirm(question):
+        if await self._ask(run, question):
             return True
         self.journal.finished(
             plan.plan_id, step.id, "refused", error="interrupted; not rerun", tool=step.tool
@@ -618,7 +733,11 @@ class Executor:
                 )
             resolved = {}
             for name, raw in step.arguments.items():
+                if nesting(raw) > MAX_DEPTH:  # checked at acceptance; a resumed plan too
+                    raise _rejected(step, f"{name} is nested deeper than {MAX_DEPTH} levels")
                 resolved[name] = _resolve(raw, step, run, gathered.setdefault(name, Gathered()))
+                if nesting(resolved[name]) > MAX_DEPTH:  # what its `$ref`s name, in it
+                    raise _rejected(step, f"{name} resolves deeper than {MAX_DEPTH} levels")
             # off the event loop: a server's schema may take up to the validation deadline
             args = await anyio.to_thread.run_sync(tool.validate, resolved)
             arg_labels = {
@@ -776,7 +895,7 @@ class Executor:
             )
         if ask is None:
             return "run"
-        if not await self.confirmer.confirm(ask):
+        if not await self._ask(run, ask):
             reason = "declined" if not tainted else "declined (untrusted argument)"
             raise HearthError(ErrorCode.PLAN_REJECTED, f"{step.id}: confirmation {reason}")
         run.approved |= ask.kind == "plan"
@@ -802,6 +921,9 @@ class Executor:
         self.journal.started(plan.plan_id, step.id, tool.name, args)
         try:
             result = await tool.run(args, ToolContext(f"{plan.plan_id}:{step.id}"))
+            if nesting(result) > MAX_DEPTH:  # what it did is said; its result is not kept
+                detail = f"it ran, but its result is nested deeper than {MAX_DEPTH} levels"
+                return self._failed(run, step, args, error_labels, decision, detail, detail)
             json.dumps(result)  # results must be JSON: they travel and are journaled
         except HearthError as exc:  # a tool that ran out of time (an MCP call) says so
             status: Literal["error", "timed_out"] = (

@@ -18,11 +18,12 @@ Numbers and formatted values there (dates, amounts: no two letters in a row and 
 most two letters in all, invisible characters dropped) are not text anyone could be
 steered by.
 
-A request that holds a negation or exclusion cue ("not", "never", "don't", "except",
-"instead of", "other than", "avoid", "ignore", "without", "nor", "unless", …: see
-`negation.py`) gives no value as the user's words, neither a span nor a contact's
-entry. Why the whole request and not the clause the cue governs: what a cue governs
-is not found reliably by rule. It reaches back across sentences ("Text +1-555-0199 the
+A request that holds a negation or exclusion cue ("not", "never", "don't" and "dont",
+"except", "instead of", "other than", "avoid", "ignore", "forget", "without", "nor",
+"unless", "stop" or "cancel" calling off an action, …: see `negation.py`) gives no
+value as the user's words, neither a span nor a contact's entry. Why the whole
+request and not the clause the cue governs: what a cue governs is not found reliably
+by rule. It reaches back across sentences ("Text +1-555-0199 the
 code. Actually, don't."; "Not that IBAN"), over lists ("never reply to A, B or C") and
 over abbreviations that look like a sentence's end ("Never answer Dr. Evil at …"), and
 it may stand after what it governs ("+1-555-0199 must never get this"). A value the

@@ -3,7 +3,10 @@
 A plan id is accepted once, ever (replays are refused). After a crash the next start
 finds accepted plans that did not finish: completed steps keep their results and are
 not run again; a step caught mid-run is rerun only if its tool is idempotent; a
-plan past its expiry runs no more steps.
+plan past its expiry, or past its request's deadline and a grace (the phone's own
+bound, whatever expiry the planner set), runs no more steps. Nothing leaves a plan open
+but a crash (or a confirmation left unanswered): a plan a failure stopped is closed with
+its steps journaled `error` or `skipped` (`Executor`).
 Each plan keeps the session it ran in (the untrusted sources seen so far, where its
 planner read private data, whether a friend planned it) and each result its labels, so
 a resumed plan gets back exactly the labels and the taint it had. Rows from before
@@ -45,13 +48,16 @@ UNKNOWN_READS = "a plan journaled before its private reads were kept"
 
 
 class SessionRecord(BaseModel):
-    """The session a plan ran in, as far as its labels go."""
+    """The session a plan ran in, as far as its labels and its lifetime go."""
 
     model_config = ConfigDict(frozen=True)
 
     tainted_by: frozenset[str] = UNLABELLED.untrusted
     read_private: frozenset[str] = frozenset({UNKNOWN_READS})
     friend: bool = True
+    lifetime_s: float | None = None
+    """How long after its acceptance it may run: its request's deadline and a grace,
+    whatever expiry it says (None: journaled before the phone bounded it; its expiry)."""
 
 
 @dataclass
@@ -151,6 +157,11 @@ class Journal:
 
     def close_plan(self, plan_id: str) -> None:
         self.db.execute("UPDATE plans SET state='finished' WHERE plan_id=?", (plan_id,))
+
+    def states(self, plan_id: str) -> dict[str, str]:
+        """Each journaled step's state, by step id (its result not decoded)."""
+        rows = self.db.execute("SELECT step_id, state FROM steps WHERE plan_id=?", (plan_id,))
+        return {r[0]: r[1] for r in rows}
 
     def steps(self, plan_id: str) -> dict[str, StepRecord]:
         rows = self.db.execute(

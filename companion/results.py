@@ -16,6 +16,7 @@ from pydantic import (
     Field,
     JsonValue,
     SerializerFunctionWrapHandler,
+    field_validator,
     model_serializer,
 )
 
@@ -23,6 +24,38 @@ if TYPE_CHECKING:
     from hearth.protocol.wire.messages import Usage
 
 StepStatus = Literal["ok", "error", "refused", "skipped", "timed_out"]
+MAX_DEPTH = 64
+"""Nesting of a value the phone decodes, resolves, keeps or shows (a plan's argument, a
+step's result): deeper, it is refused or cut (a serialiser, `json` and pydantic alike,
+stops at a depth of its own, and a reply that cannot be written hides what was done)."""
+DEEPER = f"…(nested deeper than {MAX_DEPTH} levels)"
+
+
+def nesting(value: Any, limit: int = MAX_DEPTH) -> int:
+    """The nesting depth of a JSON value (a scalar: 1), without recursion; counting stops
+    past `limit` (returns `limit + 1`)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        if deepest > limit:
+            return limit + 1
+        if isinstance(item, dict):
+            stack += [(v, level + 1) for v in item.values()]
+        elif isinstance(item, list | tuple):
+            stack += [(v, level + 1) for v in item]
+    return deepest
+
+
+def bounded(value: Any, limit: int = MAX_DEPTH) -> Any:
+    """`value` with what is nested deeper than `limit` levels replaced by `DEEPER`."""
+    if nesting(value, limit) <= limit:
+        return value
+    if limit <= 1 or not isinstance(value, dict | list | tuple):
+        return DEEPER
+    if isinstance(value, dict):
+        return {k: bounded(v, limit - 1) for k, v in value.items()}
+    return [bounded(v, limit - 1) for v in value]
 
 
 class Result(BaseModel):
@@ -39,6 +72,13 @@ class StepView(Result):
     status: StepStatus
     result: JsonValue = None
     error: str | None = None  # every step that is not ok says why
+
+    @field_validator("arguments", "result", mode="before")
+    @classmethod
+    def _bounded(cls, value: Any) -> Any:
+        """Shown as deep as a reply can be written (a plan may nest an argument deeper:
+        its step is refused, and the reply still says so)."""
+        return bounded(value, MAX_DEPTH + 1) if isinstance(value, dict) else bounded(value)
 
 
 class PlanView(Result):

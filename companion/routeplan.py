@@ -77,7 +77,11 @@ def decide(inp: RouteInput, policy: OwnerPolicy, asked: Route = "auto") -> Decis
     if inp.document_chars > policy.long_request_chars:
         return Decision("remote", f"attached documents ({inp.document_chars} characters)")
     if inp.candidate_tools > policy.many_tools:
-        return Decision("remote", f"{inp.candidate_tools} candidate tools")
+        return Decision(
+            "remote",
+            f"the request may need any of {inp.candidate_tools} tools, more than the "
+            f"phone's model chooses among well ({policy.many_tools})",
+        )
     if MULTI_STEP.search(inp.text):
         return Decision("remote", "looks like multi-step work")
     if inp.conversation_turns > 6:

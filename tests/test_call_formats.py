@@ -150,3 +150,13 @@ def test_a_cut_bare_json_call_is_an_error_never_half_a_call() -> None:
         parse(
             '{"name": "notes_create", "parameters": {"text": "mi', SCHEMAS, call_format=LLAMA3_JSON
         )
+
+
+def test_a_session_goes_on_by_continuation_only_where_turns_are_chatml() -> None:
+    """A later round appends what the new messages add; a template whose turns end its
+    own way (Llama 3's `<|eot_id|>`) is rendered anew rather than cut wrongly."""
+    history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    new = [{"role": "user", "content": "more"}]
+    chatml = ChatTemplate.for_model(chat_template(), "m").continuation(history, new)
+    assert chatml is not None and chatml.startswith("<|im_end|>\n<|im_start|>user\nmore")
+    assert ChatTemplate.for_model(LLAMA3_LIKE, "m").continuation(history, new) is None

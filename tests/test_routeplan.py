@@ -79,3 +79,12 @@ def test_without_friends_the_reason_says_why_none_planned() -> None:
     simple_away = dataclasses.replace(SIMPLE, node_reachable=False)
     [local] = route_plan("auto", OwnerPolicy(friend_planners="ask"), simple_away, [CY])
     assert not local.may_escalate  # the phone's own work: no friend, no inbox
+
+
+def test_many_candidate_tools_are_a_reason_a_person_can_read() -> None:
+    many = dataclasses.replace(SIMPLE, candidate_tools=9)
+    [home, _] = route_plan("auto", OwnerPolicy(), many)
+    assert home.kind == "home"
+    assert home.reason == (
+        "the request may need any of 9 tools, more than the phone's model chooses among well (8)"
+    )

@@ -48,6 +48,7 @@ class ChatTemplate:
         )
         env.globals["raise_exception"] = _raise
         self._template = env.from_string(source)
+        self.chatml = "<|im_start|>" in source  # ChatML turns: a continuation can be cut out
         self.eos_token = eos_token
         self.bos_token = bos_token
 
@@ -105,7 +106,10 @@ class ChatTemplate:
     ) -> str | None:
         """The text after the last assistant turn of `history` (which ends with it) up to
         the next generation prompt; None if the template renders history differently
-        once new messages follow (then the caller renders everything again)."""
+        once new messages follow, or its turns are not ChatML's (then the caller renders
+        everything again)."""
+        if not self.chatml:  # where its turns end is the template's own: render anew
+            return None
         before = self.render(history, tools, add_generation_prompt=False, thinking=thinking)
         after = self.render(history + new_messages, tools, thinking=thinking)
         if not after.startswith(before):
