@@ -160,3 +160,13 @@ def test_a_session_goes_on_by_continuation_only_where_turns_are_chatml() -> None
     chatml = ChatTemplate.for_model(chat_template(), "m").continuation(history, new)
     assert chatml is not None and chatml.startswith("<|im_end|>\n<|im_start|>user\nmore")
     assert ChatTemplate.for_model(LLAMA3_LIKE, "m").continuation(history, new) is None
+
+
+def test_a_json_value_holding_the_closing_tag_is_read_as_the_grammar_wrote_it(
+    runtime: LlamaRuntime,
+) -> None:
+    call = ToolCall("notes_create", {"text": "a </tool_call> b <tool_call> c"})
+    text = written(HERMES_JSON, [call])
+    grammar = tool_grammar(SCHEMAS, "required", call_format=HERMES_JSON)
+    assert first_rejected(runtime._lib, runtime.llm, grammar, runtime.tokenize(text)) is None
+    assert parse(text, SCHEMAS, call_format=HERMES_JSON).calls == [call]

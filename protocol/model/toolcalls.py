@@ -101,6 +101,11 @@ def parse(
     rest = output[start:]
     with within(DEFAULT_LIMITS.validation.readings_s):
         while rest.startswith(CALL_OPEN):
+            json_call = _tagged_json(rest[len(CALL_OPEN) :])
+            if json_call is not None:  # a value may hold `</tool_call>`: the object ends it
+                found.append(json_call[0])
+                rest = json_call[1]
+                continue
             end = rest.find(CALL_CLOSE)
             if end < 0:
                 raise ModelOutputError("a tool call was cut off (token limit?)")
@@ -109,6 +114,23 @@ def parse(
     if rest:
         raise ModelOutputError("text after the tool calls")
     return Parsed(text=output[:start].strip(), calls=found)
+
+
+def _tagged_json(inner: str) -> tuple[ToolCall, str] | None:
+    """A Hermes call's JSON object read to its own end, and what follows its closing
+    tag; None when the body is no complete JSON object closed by `</tool_call>` (the
+    tag-delimited reading then decides, and says what is wrong)."""
+    body = inner.lstrip()
+    if not body.startswith("{"):
+        return None
+    try:
+        _, end = json.JSONDecoder().raw_decode(body)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    after = body[end:].lstrip()
+    if not after.startswith(CALL_CLOSE):
+        return None
+    return _parse_json(body[:end]), after[len(CALL_CLOSE) :].lstrip()
 
 
 def _bare_json_calls(rest: str) -> list[ToolCall]:
