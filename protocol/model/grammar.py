@@ -499,6 +499,19 @@ def tool_grammar(
     )
 
 
+def _within(
+    tools: dict[str, dict[str, Any]], limits: GrammarLimits
+) -> list[tuple[str, dict[str, Any]]]:
+    """The tools as (name, schema), once their number and each schema's size are within
+    `limits` (`invalid_input` otherwise)."""
+    if len(tools) > limits.max_tools:
+        raise HearthError(ErrorCode.INVALID_INPUT, f"more than {limits.max_tools} tools")
+    for name, schema in tools.items():
+        if len(json.dumps(schema, default=str)) > limits.max_schema_bytes:
+            raise HearthError(ErrorCode.INVALID_INPUT, f"tool {name}: schema too large")
+    return list(tools.items())
+
+
 def _json_tool_grammar(
     tools: dict[str, dict[str, Any]],
     mode: Mode,
@@ -509,13 +522,9 @@ def _json_tool_grammar(
 ) -> ToolGrammar:
     """Calls whose body is one JSON object, `{"name": NAME, "<arguments key>": {…}}`
     (Hermes inside `<tool_call>` tags, Llama 3.x bare), arguments typed by the schema."""
-    if len(tools) > limits.max_tools:
-        raise HearthError(ErrorCode.INVALID_INPUT, f"more than {limits.max_tools} tools")
     b = _Builder(limits, max_value_chars)
     alternatives = []
-    for i, (name, schema) in enumerate(tools.items()):
-        if len(json.dumps(schema, default=str)) > limits.max_schema_bytes:
-            raise HearthError(ErrorCode.INVALID_INPUT, f"tool {name}: schema too large")
+    for i, (name, schema) in enumerate(_within(tools, limits)):
         arguments = dict(schema) if isinstance(schema, dict) else {}
         arguments.setdefault("type", "object")
         body = b.json(arguments)
@@ -537,13 +546,9 @@ def _tool_grammar(
     limits: GrammarLimits,
     max_value_chars: int | None,
 ) -> ToolGrammar:
-    if len(tools) > limits.max_tools:
-        raise HearthError(ErrorCode.INVALID_INPUT, f"more than {limits.max_tools} tools")
     b = _Builder(limits, max_value_chars)
     alternatives = []
-    for i, (name, schema) in enumerate(tools.items()):
-        if len(json.dumps(schema, default=str)) > limits.max_schema_bytes:
-            raise HearthError(ErrorCode.INVALID_INPUT, f"tool {name}: schema too large")
+    for i, (name, schema) in enumerate(_within(tools, limits)):
         properties = schema.get("properties") if isinstance(schema, dict) else None
         properties = properties if isinstance(properties, dict) else {}
         named = schema.get("required", []) if isinstance(schema, dict) else []
