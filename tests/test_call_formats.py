@@ -73,7 +73,10 @@ def test_the_template_decides_the_call_format(source: str, expected: CallFormat)
     assert ChatTemplate.for_model(source, "m").call_format == expected
 
 
-@pytest.mark.parametrize("source", [NO_TOOLS, UNKNOWN_FORMAT, "{{ raise_exception('no') }}"])
+@pytest.mark.parametrize(
+    "source",
+    [NO_TOOLS, UNKNOWN_FORMAT, "{{ raise_exception('no') }}", "{% if %}<tool_call>", "{% for"],
+)
 def test_a_template_hearth_cannot_plan_with_is_refused_naming_the_model(source: str) -> None:
     with pytest.raises(UnsupportedModel) as refused:
         ChatTemplate.for_model(source, "Some-Model-7B")
@@ -130,8 +133,9 @@ def test_json_calls_pass_llama_cpps_grammar_and_parse_back_exactly(
     text = written(call_format, calls)
     tokens = runtime.tokenize(text)
     assert first_rejected(runtime._lib, runtime.llm, grammar, tokens) is None, text
-    parsed = parse("Sure. " + text, SCHEMAS, call_format=call_format)
-    assert parsed.calls == calls and parsed.text == "Sure."
+    prose = "Sure. " if call_format.close else ""  # a bare JSON call opens the output
+    parsed = parse(prose + text, SCHEMAS, call_format=call_format)
+    assert parsed.calls == calls and parsed.text == prose.strip()
 
 
 def test_the_grammar_refuses_what_the_format_does_not_allow(runtime: LlamaRuntime) -> None:
@@ -170,3 +174,18 @@ def test_a_json_value_holding_the_closing_tag_is_read_as_the_grammar_wrote_it(
     grammar = tool_grammar(SCHEMAS, "required", call_format=HERMES_JSON)
     assert first_rejected(runtime._lib, runtime.llm, grammar, runtime.tokenize(text)) is None
     assert parse(text, SCHEMAS, call_format=HERMES_JSON).calls == [call]
+
+
+def test_json_with_a_name_inside_prose_stays_prose_for_the_bare_format(
+    runtime: LlamaRuntime,
+) -> None:
+    """Llama 3.x calls open the output: an answer showing `{"name": …}` later is text,
+    neither forced into a call by the grammar nor read as one."""
+    grammar = tool_grammar(SCHEMAS, "auto", call_format=LLAMA3_JSON)
+    assert grammar is not None and grammar.anchored
+    answer = 'An example person: {"name": "Alice", "age": 30}'
+    assert first_rejected(runtime._lib, runtime.llm, grammar, runtime.tokenize(answer)) is None
+    shown = 'Like this: {"name": "notes_create", "parameters": {"text": "x"}}'
+    assert parse(shown, SCHEMAS, call_format=LLAMA3_JSON).calls == []
+    opening = runtime.tokenize('{"name": "Alice"}')
+    assert first_rejected(runtime._lib, runtime.llm, grammar, opening) is not None

@@ -57,7 +57,10 @@ class ChatTemplate:
         """A GGUF's own template (`source`; a model without one gets `default_template`)
         with the call format it teaches; `UnsupportedModel` when it teaches none Hearth
         reads, or cannot render a conversation with tools."""
-        template = cls(source or default_template(), bos_token=bos_token)
+        try:
+            template = cls(source or default_template(), bos_token=bos_token)
+        except Exception as exc:  # Jinja's syntax errors, whatever their type
+            raise UnsupportedModel(model, f"its chat template does not compile ({exc})") from exc
         probe = [{"role": "user", "content": "hello"}]
         tool = {
             "type": "function",

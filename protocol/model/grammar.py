@@ -55,15 +55,21 @@ json-bool ::= "true" | "false"
 
 class ToolGrammar(str):
     """GBNF text (usable wherever a grammar string is) and how to apply it: a `lazy`
-    grammar waits for `trigger` and constrains the output from there on."""
+    grammar waits for `trigger` and constrains the output from there on; an `anchored`
+    one only when the output starts with it (a bare JSON call: anywhere else, such text
+    is prose)."""
 
     lazy: bool
     trigger: str
+    anchored: bool
 
-    def __new__(cls, text: str, *, lazy: bool = False, trigger: str = CALL_OPEN) -> Self:
+    def __new__(
+        cls, text: str, *, lazy: bool = False, trigger: str = CALL_OPEN, anchored: bool = False
+    ) -> Self:
         grammar = super().__new__(cls, text)
         grammar.lazy = lazy
         grammar.trigger = trigger
+        grammar.anchored = anchored
         return grammar
 
 
@@ -536,7 +542,12 @@ def _json_tool_grammar(
     names = " | ".join(alternatives)
     call = b.add("call", f"{literal(opening)} ( {names} ) {literal(closing)}")
     more = b.repeat(f'"\\n" {call}', 0, max(0, max_calls - 1))
-    return ToolGrammar(_text(f"{call} {more}", b), lazy=mode == "auto", trigger=call_format.open)
+    return ToolGrammar(
+        _text(f"{call} {more}", b),
+        lazy=mode == "auto",
+        trigger=call_format.open,
+        anchored=not tagged,
+    )
 
 
 def _tool_grammar(

@@ -354,8 +354,9 @@ def compile_grammar(lib: Any, vocab: Any, grammar: ToolGrammar | str, llm: Any) 
     if isinstance(grammar, ToolGrammar) and grammar.lazy:
         trigger = grammar.trigger
         tokens = list(llm.tokenize(trigger.encode(), add_bos=False, special=True))
-        token_ids = tokens if len(tokens) == 1 else []
-        patterns = (ctypes.c_char_p * 1)(_regex_escape(trigger).encode())
+        token_ids = tokens if len(tokens) == 1 and not grammar.anchored else []
+        pattern = ("^" if grammar.anchored else "") + _regex_escape(trigger)
+        patterns = (ctypes.c_char_p * 1)(pattern.encode())
         ids = (lib.llama_token * len(token_ids))(*token_ids)
         sampler = lib.llama_sampler_init_grammar_lazy_patterns(
             vocab, text, b"root", patterns, 1, ids, len(token_ids)

@@ -95,8 +95,10 @@ def parse(
     start = output.find(call_format.open) if calls else -1
     if start < 0:
         return Parsed(text=output.strip(), calls=[])
-    if not call_format.close:  # bare JSON objects (Llama 3.x): the object ends the call
-        return Parsed(text=output[:start].strip(), calls=_bare_json_calls(output[start:]))
+    if not call_format.close:  # bare JSON objects (Llama 3.x): a call opens the output
+        if start > 0:  # the grammar never started: JSON inside prose is prose
+            return Parsed(text=output.strip(), calls=[])
+        return Parsed(text="", calls=_bare_json_calls(output))
     found = []
     rest = output[start:]
     with within(DEFAULT_LIMITS.validation.readings_s):
