@@ -57,6 +57,7 @@ UNAPOSTROPHED = _set(  # "n't" typed without its apostrophe
 CALL_OFF = _set("stop cancel abort")  # cues where they call off an action
 BACK = _set("that this it them those these everything all")  # "cancel that"
 DETERMINERS = _set("the my that this your any")
+LEADS = _set("and then please no oh so just actually wait now ok okay")  # before a command
 SENDING = _set(  # what "stop" or "cancel" calls off when it names it
     "text texts texting message messages messaging mail mails mailing email emails emailing "
     "sms send sends sending call calls calling reply replies replying write writing pay "
@@ -81,8 +82,13 @@ def negates(request: str) -> bool:
 
 
 def _calls_off(text: str, found: list[Word], i: int) -> bool:
-    """Whether the `CALL_OFF` word `found[i]` calls off an action: the last word of its
-    clause, or before a word pointing back or a sending (after a determiner or not)."""
+    """Whether the `CALL_OFF` word `found[i]` calls off an action: said to the phone (it
+    opens its clause, maybe after "and", "please"…: not "the bus stop", "to stop"), and
+    the last word of its clause, or before a word pointing back or a sending (after a
+    determiner or not)."""
+    opens = i == 0 or text[found[i - 1].end : found[i].start].strip() != ""
+    if not opens and found[i - 1].text not in LEADS:
+        return False
     if i + 1 == len(found) or text[found[i].end : found[i + 1].start].strip():
         return True  # the request or its clause ends ("Actually, cancel.")
     after = [w.text for w in found[i + 1 : i + 3]]

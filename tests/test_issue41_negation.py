@@ -56,6 +56,9 @@ def test_a_value_a_cue_without_apostrophe_negates_is_not_the_users_words(
         "Cancel booking bk-1.",
         "Stop the timer and text Alice I'm running late.",
         "Read the news. Text Alice I'm running late.",
+        "Text Anna I'm at the bus stop, see you soon",  # a noun, not a command
+        "Reply to Bob: see you at the stop",
+        "Tell Anna to stop texting me",  # what the message asks of Anna
     ],
 )
 def test_calling_off_a_thing_is_not_negating_the_request(request_) -> None:
