@@ -691,6 +691,8 @@ class Executor:
         """The confirmer's answer; one that raises instead leaves the plan as it is."""
         try:
             return await self.confirmer.confirm(question)
+        except HearthError:  # a typed answer of its own: the step is refused (`_step`)
+            raise
         except Exception:
             run.unanswered = True
             raise

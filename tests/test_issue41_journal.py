@@ -16,6 +16,7 @@ from hearth.companion.executor import SessionState
 from hearth.companion.results import AskResult
 from hearth.companion.tools.registry import Tier
 from hearth.companion.turn import plan_view
+from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import Limits
 
 from .phone_kit import ClosingTerminal, TerminalClosed, declared, make_executor, make_plan
@@ -74,6 +75,33 @@ def test_any_failure_while_a_plan_runs_ends_its_step_and_closes_the_plan(tmp_pat
     later, _, _ = make_executor(tmp_path)
     assert trio.run(later.resume) == []
     _reply(plan, obs)
+
+
+class TimingOut:
+    """Approves a plan's writes; a step's confirmation times out (a typed answer)."""
+
+    async def confirm(self, request: Any) -> bool:
+        if request.kind == "plan":
+            return True
+        raise HearthError(ErrorCode.TIMED_OUT, "the page closed")
+
+
+def test_a_confirmation_answered_by_a_typed_error_leaves_no_plan_open(tmp_path) -> None:
+    """A step refused by its confirmer's typed error (a timeout) is a refusal, not an
+    unanswered confirmation: a failure in a later step still ends that step and closes
+    the plan (once the refusal made later failures escape, and the plan stayed open)."""
+    executor, _, data = make_executor(tmp_path)
+    executor.confirmer = TimingOut()
+    data.root.mkdir(parents=True, exist_ok=True)
+    (data.root / "clipboard.txt").write_bytes(b"\xff\xfe\xfa not text")
+    plan = make_plan(
+        ("s1", "message_send", {"to": "+15550100", "body": "hi"}, []),
+        ("s2", "clipboard_set", {"text": "hello"}, []),
+    )
+    obs = _run(executor, plan)
+    assert [o.status for o in obs] == ["refused", "error"]
+    assert executor.journal.unfinished() == []
+    assert sent(data) == []
 
 
 @pytest.mark.parametrize("limits", [Limits(deadline_s=120), None])
