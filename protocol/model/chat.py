@@ -57,8 +57,9 @@ class ChatTemplate:
         """A GGUF's own template (`source`; a model without one gets `default_template`)
         with the call format it teaches; `UnsupportedModel` when it teaches none Hearth
         reads, or cannot render a conversation with tools."""
+        text = source or default_template()
         try:
-            template = cls(source or default_template(), bos_token=bos_token)
+            template = cls(text, bos_token=bos_token)
         except Exception as exc:  # Jinja's syntax errors, whatever their type
             raise UnsupportedModel(model, f"its chat template does not compile ({exc})") from exc
         probe = [{"role": "user", "content": "hello"}]
@@ -74,7 +75,7 @@ class ChatTemplate:
             rendered = template.render(probe, [tool])
         except Exception as exc:  # a template's own error, whatever its type
             raise UnsupportedModel(model, f"its chat template fails to render ({exc})") from exc
-        found = format_of(rendered, source or default_template())
+        found = format_of(rendered, text)
         if found is None:
             raise UnsupportedModel(
                 model, "its chat template teaches no tool-call format Hearth reads"
