@@ -20,6 +20,8 @@ from pydantic import (
     model_serializer,
 )
 
+from hearth.protocol.model.toolcalls import json_depth
+
 if TYPE_CHECKING:
     from hearth.protocol.wire.messages import Usage
 
@@ -32,19 +34,8 @@ DEEPER = f"…(nested deeper than {MAX_DEPTH} levels)"
 
 
 def nesting(value: Any, limit: int = MAX_DEPTH) -> int:
-    """The nesting depth of a JSON value (a scalar: 1), without recursion; counting stops
-    past `limit` (returns `limit + 1`)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        deepest = max(deepest, level)
-        if deepest > limit:
-            return limit + 1
-        if isinstance(item, dict):
-            stack += [(v, level + 1) for v in item.values()]
-        elif isinstance(item, list | tuple):
-            stack += [(v, level + 1) for v in item]
-    return deepest
+    """The nesting depth of a JSON value, counted no further than past `limit`."""
+    return json_depth(value, limit)
 
 
 def bounded(value: Any, limit: int = MAX_DEPTH) -> Any:

@@ -189,15 +189,18 @@ def _parse_one(body: str, schemas: dict[str, dict[str, Any]]) -> ToolCall:
     return ToolCall(name, arguments)
 
 
-def json_depth(value: Any) -> int:
-    """Nesting depth of a JSON value, without recursion."""
+def json_depth(value: Any, limit: int | None = None) -> int:
+    """Nesting depth of a JSON value (a scalar: 1; tuples count as lists), without
+    recursion; with a `limit`, counting stops past it (returns `limit + 1`)."""
     deepest, stack = 0, [(value, 1)]
     while stack:
         item, level = stack.pop()
         deepest = max(deepest, level)
+        if limit is not None and deepest > limit:
+            return limit + 1
         if isinstance(item, dict):
             stack += [(v, level + 1) for v in item.values()]
-        elif isinstance(item, list):
+        elif isinstance(item, list | tuple):
             stack += [(v, level + 1) for v in item]
     return deepest
 
