@@ -30,6 +30,7 @@ from .inbox import Kept, NotSent, deliver
 from .outcomes import Answered, Asked, Route, ask_result
 from .prompt import build
 from .results import AskResult
+from .tools.builtin.device import device_context
 from .turn import Turn
 
 if TYPE_CHECKING:
@@ -48,7 +49,8 @@ async def ask(
     if request.confirm != "ask":
         confirmer = Scripted(request.confirm == "yes")
     executor = service.executor(confirmer)
-    await service.resume(confirmer)
+    # a plan another request left is resumed asking this one, never under its --yes
+    await service.resume(confirmer if request.confirm == "ask" else Scripted(None))
     conversation_id = service.conversations.for_request(
         request.conversation_id, request.continue_last
     )
@@ -88,7 +90,7 @@ async def ask(
         request_id=turn.request_id,
         conversation_id=conversation_id,
         served_by="companion" if service.resident else "process",
-        warnings=service.warnings,
+        warnings=[*service.warnings, *turn.warnings],
         node=link.node,
         connect_ms=link.connect_ms,
     )
@@ -115,9 +117,11 @@ def turn_of(
     cancel: anyio.Event,
     executor: Executor,
     documents: list[Document],
+    asked_at: float | None = None,
 ) -> tuple[Turn, int]:
     """The turn of `request`, its prompt built from the earlier turns of its
-    conversation (or the app's own history); with the conversation's length."""
+    conversation (or the app's own history); with the conversation's length. The
+    phone's time it carries is when it was asked (`asked_at`: a kept request's)."""
     earlier = [] if conversation_id is None else service.conversations.turns(conversation_id)
     prompt = build(
         request,
@@ -129,7 +133,8 @@ def turn_of(
         max_chars=service.settings.history_chars,
     )
     given = sum(m.role == "user" for m in request.history)
-    turn = Turn(request, request_id, events, cancel, executor, prompt)
+    device = device_context(service.clock, asked_at)
+    turn = Turn(request, request_id, events, cancel, executor, prompt, device)
     return turn, (given or len(earlier)) + 1
 
 
@@ -187,6 +192,7 @@ async def deliver_kept(service: Service, link: NodeLink) -> None:
             anyio.Event(),
             service.executor(Scripted(None)),
             [],
+            kept.since,  # "tomorrow" is the day after it was asked, not after it was sent
         )
         route = Route("remote", "sent when the home node came back", link.node)
         asker = Asker(service, turn, kept.conversation_id)

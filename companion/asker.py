@@ -21,8 +21,8 @@ from .egress import Destination
 from .friends import FriendPlanner, friend_planners, may_plan, named
 from .local_route import answer_locally
 from .outcomes import Answered, Declined, Escalated, Lost, Outcome, Route
+from .results import WarningView
 from .routeplan import Attempt, RouteInput, needs_friends, route_plan
-from .tools.builtin.device import device_context
 from .turn import Turn
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ class Asker:
                 node_reachable=reachable,
                 node_reason=link.reason,
                 node_latency_ms=link.latency_ms,
-                device=device_context(),
+                device=self.turn.device,
                 document_chars=sum(d.chars for d in self.turn.prompt.documents),
             )
             friends = self._friends(link) if needs_friends(asked, service.policy, seen) else []
@@ -213,26 +213,28 @@ class Asker:
         limits = service.settings.limits
         model = link.model if friend is None else None  # a friend's context is not known
         shown = turn.prompt.shown(where, sent)
-        tools, matched = remote_tools(service, turn.request.text, shown)
+        considered, matched = remote_tools(service, turn.request.text, shown)
         tools = turn.prompt.offer(
-            tools,
+            considered,
             matched,
             n_ctx=model.n_ctx if model is not None else 0,
             max_tokens=limits.max_tokens,
             destination=where,
+            chars_per_token=model.chars_per_token if model is not None else None,
         )
+        if len(tools) < len(considered):
+            turn.warnings.append(left_out(considered, tools, model.n_ctx if model else 0))
         request = turn.prompt.plan_request(
             where,
             request_id=turn.request_id,
             request=turn.request,
             tools=tools,
             limits=limits,
-            device=device_context(),
+            device=turn.device,
             egress=turn.executor.egress,
             documents_sent=sent,
         )
-        n_ctx = model.n_ctx if model is not None else 0
-        return await answer_remotely(link, turn, request, route, friend, sent, n_ctx)
+        return await answer_remotely(link, turn, request, route, friend, sent, model)
 
 
 def _follows(attempt: Attempt, previous: Outcome | None) -> bool:
@@ -262,3 +264,16 @@ def remote_tools(
     allowed = set(registry.tools) - set(service.policy.never_remote_tools)
     selection = registry.candidates(text, allowed, shown=shown)
     return registry.specs(set(selection.offered)), selection.matched
+
+
+def left_out(considered: list[ToolSpec], offered: list[ToolSpec], n_ctx: int) -> WarningView:
+    """What the user is told when tools were cut to fit the planner's context."""
+    kept = {t.function.name for t in offered}
+    cut = [t.function.name for t in considered if t.function.name not in kept]
+    named = ", ".join(cut[:8]) + (f" and {len(cut) - 8} more" if len(cut) > 8 else "")
+    return WarningView(
+        source="planner",
+        code="tools_left_out",
+        message=f"{len(cut)} of {len(considered)} tools were left out to fit the planner's "
+        f"context of {n_ctx} tokens: {named}",
+    )

@@ -563,6 +563,21 @@ def make_tiny(
         emit(as_json, payload, lambda: typer.echo(f"{bf16}\n{q4}"))
 
 
+@models_app.command("micro")
+def micro(
+    directory: Annotated[Path, typer.Argument(help="Where to copy the two GGUF files.")],
+    as_json: JsonOption = False,
+) -> None:
+    """Copy micro-planner-bf16.gguf and micro-planner-q4_k_m.gguf (trained on synthetic
+    requests for the built-in tools) into DIRECTORY."""
+    from hearth.protocol.model.micro.files import copy_to
+
+    with reporting(as_json):
+        bf16, q4 = copy_to(directory)
+        payload = {"bf16": str(bf16), "q4_k_m": str(q4)}
+        emit(as_json, payload, lambda: typer.echo(f"{bf16}\n{q4}"))
+
+
 @models_app.command("pull")
 def pull(
     name: Annotated[str, typer.Argument(help="Model name, e.g. botpsy-0.8b.")],
@@ -582,7 +597,7 @@ def pull(
 def demo(
     model: Annotated[
         Path | None,
-        typer.Option(help="A real GGUF for the node and the phone (default: tiny test models)."),
+        typer.Option(help="A real GGUF for the node and the phone (default: the micro-planner)."),
     ] = None,
 ) -> None:
     """The end-to-end walk-through on loopback, in temporary homes: every command shown."""

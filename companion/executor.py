@@ -112,7 +112,7 @@ class PlanRun:
     steered: set[str] = field(default_factory=set)  # steps whose arguments were steered
     egress: Egress | None = None  # what the planner may read of the outcomes
     lifetime_s: float | None = None  # from acceptance, whatever it says (`SessionRecord`)
-    unanswered: bool = False  # a confirmation raised instead of answering (consent's own)
+    unanswered: str | None = None  # the step whose confirmation raised instead of answering
 
     def hides(self, labels: Labels) -> bool:
         """Whether the plan's planner may not read what carries `labels`."""
@@ -579,12 +579,26 @@ class Executor:
                 outcomes.append(await self._guarded(run, step))
                 if on_step is not None:
                     await on_step(plan, step, outcomes[-1])
-        except Exception as exc:
-            if not run.unanswered:  # nothing leaves the plan open: it is closed, typed
+        except BaseException as exc:  # nothing leaves the plan open: it is closed, typed
+            if run.unanswered is not None:
+                self._refuse_unanswered(run)
+            elif isinstance(exc, Exception):
                 self._abandon(plan.plan_id, plan.steps, f"the plan stopped ({_name(exc)})")
             raise
         self.journal.close_plan(plan.plan_id)
         return outcomes
+
+    def _refuse_unanswered(self, run: PlanRun) -> None:
+        """A confirmation nobody answered (Ctrl-C, a closed terminal or connection): its
+        step is refused and the plan closed, so no later request runs what this one was
+        asked and did not approve."""
+        plan, step_id = run.plan, run.unanswered
+        tool = next((s.tool for s in plan.steps if s.id == step_id), "")
+        reason = f"{step_id}: the confirmation was not answered (the request that asked ended)"
+        self.journal.finished(plan.plan_id, str(step_id), "refused", error=reason, tool=tool)
+        self._audit(plan, str(step_id), {}, "declined", reason, "refused")
+        self._abandon(plan.plan_id, plan.steps, reason)
+        self.journal.close_plan(plan.plan_id)
 
     async def _guarded(self, run: PlanRun, step: PlanStep) -> StepOutcome:
         """`_step`, whatever fails on the phone: the step then ends `error` with the
@@ -593,7 +607,7 @@ class Executor:
         try:
             return await self._step(run, step)
         except Exception as exc:
-            if run.unanswered:
+            if run.unanswered is not None:
                 raise
             reason = f"{step.id}: the phone failed on this step ({_name(exc)})"
             labels = reduce(  # derived from what its arguments name, as far as known
@@ -655,8 +669,11 @@ class Executor:
                     lifetime_s=session.lifetime_s,
                 )
                 await self._resume(run, self.journal.steps(plan_id))
-            except Exception as exc:
-                if run is not None and run.unanswered:
+            except BaseException as exc:
+                if run is not None and run.unanswered is not None:
+                    self._refuse_unanswered(run)
+                    raise
+                if not isinstance(exc, Exception):
                     raise
                 steps = run.plan.steps if run is not None else []
                 self._abandon(plan_id, steps, f"the plan could not resume ({_name(exc)})")
@@ -687,14 +704,15 @@ class Executor:
                 continue
             await self._guarded(run, step)
 
-    async def _ask(self, run: PlanRun, question: Confirmation) -> bool:
-        """The confirmer's answer; one that raises instead leaves the plan as it is."""
+    async def _ask(self, run: PlanRun, step: PlanStep, question: Confirmation) -> bool:
+        """The confirmer's answer; one that raises instead (Ctrl-C, a closed connection)
+        leaves the step unanswered: the plan is then refused and closed."""
         try:
             return await self.confirmer.confirm(question)
         except HearthError:  # a typed answer of its own: the step is refused (`_step`)
             raise
-        except Exception:
-            run.unanswered = True
+        except BaseException:
+            run.unanswered = step.id
             raise
 
     async def _may_rerun(self, run: PlanRun, step: PlanStep) -> bool:
@@ -710,7 +728,7 @@ class Executor:
             step.tool,
             dict(step.arguments),
         )
-        if await self._ask(run, question):
+        if await self._ask(run, step, question):
             return True
         self.journal.finished(
             plan.plan_id, step.id, "refused", error="interrupted; not rerun", tool=step.tool
@@ -897,7 +915,7 @@ class Executor:
             )
         if ask is None:
             return "run"
-        if not await self._ask(run, ask):
+        if not await self._ask(run, step, ask):
             reason = "declined" if not tainted else "declined (untrusted argument)"
             raise HearthError(ErrorCode.PLAN_REJECTED, f"{step.id}: confirmation {reason}")
         run.approved |= ask.kind == "plan"

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from hearth.protocol.model.chat import split_at_first_user_turn
+from hearth.protocol.model.chat import split_shared
 from hearth.protocol.model.grammar import Mode, answer_grammar, tool_grammar
 from hearth.protocol.model.inert import Inert
 from hearth.protocol.model.limits import Sampling, answer_tokens, requested
@@ -128,6 +128,7 @@ class LocalModel:
         history: Sequence[ChatMessage] = (),
         on_text: OnText | None = None,
         settings: AnswerSettings | None = None,
+        now: str | None = None,
     ) -> LocalResult:
         """One local round: a validated local plan (up to `limits.max_steps` calls), or
         an answer. `history` (earlier turns) comes before the request `text` (none: the
@@ -137,7 +138,8 @@ class LocalModel:
         while the loop is behind: `relay.TextRelay`).
         A call that is cut or breaks its schema raises `plan_rejected` (the router may
         escalate). `settings` (an app's) tune sampling, bound the answer's tokens within
-        `limits` and, in a round that may call no tool, may ask for a JSON answer."""
+        `limits` and, in a round that may call no tool, may ask for a JSON answer.
+        `now` is the phone's time as the prompt states it."""
         from hearth.protocol.model.runtime import SessionMemory
 
         runtime = await self.runtime()
@@ -158,9 +160,9 @@ class LocalModel:
         messages = [m.model_dump(exclude_none=True) for m in history]
         if text is not None:
             messages.append({"role": "user", "content": text})
-        prompt = template.render(messages, tool_dicts, thinking=thinking)
+        prompt = template.render(messages, tool_dicts, thinking=thinking, now=now)
         # the system and tools part is evaluated once per process, as on the node
-        prefix, rest = split_at_first_user_turn(prompt)
+        prefix, rest = split_shared(prompt, now)
         hear = on_text or ignore
 
         def work(relay: TextRelay, stopped: Callable[[], bool]) -> Generation:

@@ -47,6 +47,7 @@ async def local_round(
         history=turn.prompt.earlier(Destination.PHONE, inert),
         on_text=streaming(turn),
         settings=request.generation,
+        now=turn.now,
     )
 
 

@@ -134,17 +134,20 @@ class Prompt:
         max_tokens: int,
         destination: Destination,
         held: str = "",
+        chars_per_token: float | None = None,
     ) -> list[ToolSpec]:
         """`tools` cut to what fits the planner's context of `n_ctx` tokens (0: unknown,
         none cut) beside the conversation, what the planner `held` already (the results
-        of the rounds so far) and the answer's `max_tokens`: ranked for the cut (those
-        the request's words point to first), offered in the order given.
+        of the rounds so far) and the answer's `max_tokens`, counted in the planner's
+        `chars_per_token` (its node measures it; unknown: `CHARS_PER_TOKEN`): ranked for
+        the cut (those the request's words point to first), offered in the order given.
         `invalid_input`, naming the sizes, when the conversation alone does not fit, or a
         tool the request points to does not."""
         if n_ctx <= 0:
             return tools
-        asked = sum(_tokens(m.content) for m in self.conversation(destination))
-        asked += _tokens(held) if held else 0
+        cpt = chars_per_token or CHARS_PER_TOKEN
+        asked = sum(_tokens(m.content, cpt) for m in self.conversation(destination))
+        asked += _tokens(held, cpt) if held else 0
         used = asked + max_tokens + TEMPLATE_TOKENS
         if used > n_ctx:
             raise HearthError(
@@ -156,7 +159,7 @@ class Prompt:
         ranked = sorted(tools, key=lambda t: t.function.name not in matched)  # stable
         offered: set[str] = set()
         for tool in ranked:
-            size = _tokens(tool.model_dump_json())
+            size = _tokens(tool.model_dump_json(), cpt)
             if used + size > n_ctx:
                 if tool.function.name in matched:
                     raise HearthError(
@@ -215,8 +218,8 @@ class Prompt:
         return within_a_frame(egress.request(planned))  # before it is sent
 
 
-def _tokens(text: str) -> int:
-    return len(text) // CHARS_PER_TOKEN + 1
+def _tokens(text: str, chars_per_token: float = CHARS_PER_TOKEN) -> int:
+    return int(len(text) / chars_per_token) + 1
 
 
 def build(

@@ -26,7 +26,15 @@ from hearth.protocol.transport.keepalive import watch
 from hearth.protocol.transport.plans import PLAN_PROTOCOL, Offer, PlanOutcome, run_plan_session
 from hearth.protocol.transport.taskgroups import single_error
 from hearth.protocol.wire.errors import ErrorCode, HearthError
-from hearth.protocol.wire.messages import Observation, Plan, PlanRequest, Token, ToolSpec, Usage
+from hearth.protocol.wire.messages import (
+    ModelInfo,
+    Observation,
+    Plan,
+    PlanRequest,
+    Token,
+    ToolSpec,
+    Usage,
+)
 from hearth.protocol.wire.roster import Role
 
 from .documents import DocumentProgress
@@ -135,10 +143,11 @@ async def answer_remotely(
     route: Route,
     friend: FriendPlanner | None = None,
     documents_sent: list[bool] | None = None,
-    n_ctx: int = 0,
+    model: ModelInfo | None = None,
 ) -> Answered:
-    """Plan on the home node (or `friend`'s, its context of `n_ctx` tokens: 0 unknown),
-    run its plans on the phone; each round offers the tools its results point to."""
+    """Plan on the home node (or `friend`'s), its `model` (None: not known), run its
+    plans on the phone; each round offers the tools its results point to, within the
+    model's context."""
     await turn.announce_route(route, link.host.peer_id)
     observed: dict[str, list[Observation]] = {}  # by plan id: step ids repeat per round
     where = Destination.HOME if friend is None else Destination.FRIEND
@@ -168,7 +177,7 @@ async def answer_remotely(
         said = [o.result if o.status == "ok" else o.error for o in observations]
         told = [x for x in said if x not in (REDACTED, REDACTED_ERROR)]  # they point nowhere
         shown.insert(0, json.dumps(told, ensure_ascii=False))  # the newest first
-        more = more_tools(turn, request, offered, " ".join(shown), n_ctx, where)
+        more = more_tools(turn, request, offered, " ".join(shown), model, where)
         offered.update(t.function.name for t in more)
         return more
 
@@ -202,7 +211,7 @@ def more_tools(
     request: PlanRequest,
     offered: set[str],
     shown: str,
-    n_ctx: int,
+    model: ModelInfo | None,
     destination: Destination,
 ) -> list[ToolSpec]:
     """The tools the request and what its rounds have `shown` the planner (the
@@ -222,10 +231,11 @@ def more_tools(
         fits = turn.prompt.offer(
             [*request.tools, *new],
             frozenset(offered),
-            n_ctx=n_ctx,
+            n_ctx=model.n_ctx if model is not None else 0,
             max_tokens=request.limits.max_tokens,
             destination=destination,
             held=shown,
+            chars_per_token=model.chars_per_token if model is not None else None,
         )
         return [t for t in fits if t.function.name not in offered]
     return []

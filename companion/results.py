@@ -80,7 +80,9 @@ class PlanView(Result):
 
 
 class WarningView(Result):
-    """An MCP server left out of this run, or one of its tools refused, and why."""
+    """An MCP server left out of this run, one of its tools refused, or tools left out of
+    this request to fit its planner's context (`source` "planner", `code`
+    "tools_left_out"), and why."""
 
     source: str
     tool: str | None = None

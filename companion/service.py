@@ -25,6 +25,7 @@ from hearth.protocol.wire.identity import peer_id_of
 
 from .ask import deliver_kept
 from .audit import AuditLog
+from .clock import PhoneClock
 from .config import secure_home
 from .confirm import Confirmer, Scripted
 from .conversations import Conversations
@@ -59,6 +60,7 @@ class Service:
         self.resident = resident
         self.policy = load_policy(home)
         self.settings = load_settings(home)
+        self.clock = PhoneClock(self.settings.timezone, self.settings.clock)
         self.registry = Registry()
         register_builtin(self.registry, PhoneData(home / "data"))
         config = read_toml(home / "config.toml")

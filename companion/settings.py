@@ -71,6 +71,37 @@ class PhoneSettings(BaseModel):
     """At most this many characters of them (older turns are dropped first)."""
     documents: DocumentLimits = DocumentLimits()
     """Size and page limits of attached documents."""
+    timezone: str = ""
+    """The phone's time zone, an IANA name such as `Europe/Berlin` (empty: this host's)."""
+    clock: str = ""
+    """The phone's clock, an ISO 8601 date-time with its offset: it reads that when the
+    process starts and runs on from there (empty: the system clock)."""
+
+    @field_validator("timezone")
+    @classmethod
+    def _is_a_zone(cls, value: str) -> str:
+        if value:
+            from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+            try:
+                ZoneInfo(value)
+            except (ValueError, ZoneInfoNotFoundError):
+                raise ValueError(f"no time zone named {value!r} (an IANA name)") from None
+        return value
+
+    @field_validator("clock")
+    @classmethod
+    def _is_a_moment(cls, value: str) -> str:
+        if value:
+            import datetime as dt
+
+            try:
+                moment = dt.datetime.fromisoformat(value)
+            except ValueError:
+                raise ValueError("not an ISO 8601 date-time") from None
+            if moment.utcoffset() is None:
+                raise ValueError("give its UTC offset, e.g. 2026-12-07T09:00:00+01:00")
+        return value
 
     @field_validator("limits", mode="before")
     @classmethod

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from hearth.protocol.wire.messages import Limits, Observation, Plan, PlanStep
+from hearth.protocol.model.chat import stated_time
+from hearth.protocol.wire.messages import DeviceContext, Limits, Observation, Plan, PlanStep
 
 from .audit import AuditRecord
 from .egress import Destination, StepOutcome
@@ -17,7 +18,7 @@ from .executor import FRIEND, Executor, SessionState
 from .labels import CLEAN, Labels
 from .outcomes import Route
 from .prompt import APP_GIVEN, Prompt
-from .results import PlanView, StepView
+from .results import PlanView, StepView, WarningView
 
 NOT_RUN = Observation(step_id="-", status="skipped", error="not run")
 
@@ -64,6 +65,10 @@ class Turn:
     cancel: anyio.Event
     executor: Executor
     prompt: Prompt
+    device: DeviceContext = field(default_factory=DeviceContext)
+    """The phone when the request was asked (its time and zone, battery, network)."""
+    warnings: list[WarningView] = field(default_factory=list)
+    """What the user is told beside the answer (tools left out to fit the planner)."""
     started_at: float = field(default_factory=time.monotonic)
     begun: anyio.Event | None = None
     out_after_private: list[str] = field(default_factory=list)
@@ -71,6 +76,11 @@ class Turn:
     earlier turns' and this turn's: kept with the turn (`TurnLabels`)."""
     """Set once the request is kept in its conversation as started (`ask` keeps it while
     the request goes on; None: kept before, as a request the inbox sends)."""
+
+    @property
+    def now(self) -> str | None:
+        """The phone's time when the request was asked, as every planner reads it."""
+        return stated_time(self.device.local_time, self.device.timezone)
 
     async def started(self) -> None:
         """Once the request is kept as started: what it does from then on (a plan's

@@ -38,6 +38,15 @@ js_peer() {  # the js-libp2p peer for the pnet interop test, when node and npm a
     fi
 }
 
+mcp_servers() {  # the real npm MCP servers (filesystem, memory, everything) of tests/mcp_real
+    if command -v npm >/dev/null && command -v node >/dev/null; then
+        if [ ! -d tests/mcp_real/node_modules ] || [ tests/mcp_real/package.json -nt tests/mcp_real/node_modules ]; then
+            (cd tests/mcp_real && npm install --silent --no-audit --no-fund) \
+                || echo "npm install failed: the real MCP server test will be skipped (under CI=true: fail)" >&2
+        fi
+    fi
+}
+
 browser() {  # Debian's chromium for the web page tests (Playwright never downloads one)
     if [ ! -x /usr/bin/chromium ]; then
         if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
@@ -66,6 +75,7 @@ case "${1:-}" in
         exec .venv/bin/hearth demo ;;
     test)
         js_peer
+        mcp_servers
         browser
         systemd_tools
         .venv/bin/ruff check .

@@ -210,6 +210,10 @@ def serve(
         str | None, typer.Option(help="OpenAI-compatible server URL to plan with instead.")
     ] = None,
     upstream_model: Annotated[str | None, typer.Option(help="Model name at the upstream.")] = None,
+    script: Annotated[
+        Path | None,
+        typer.Option(help="Play the exact plans of this JSON script file instead (tests)."),
+    ] = None,
     no_mdns: Annotated[bool, typer.Option("--no-mdns", help="Do not advertise on mDNS.")] = False,
     metrics_port: Annotated[
         int | None, typer.Option(help="Serve Prometheus metrics on 127.0.0.1:PORT.")
@@ -242,6 +246,7 @@ def serve(
             model=str(model) if model else None,
             upstream=upstream,
             upstream_model=upstream_model,
+            script=str(script) if script else None,
             mdns=False if no_mdns else None,
             metrics_port=metrics_port,
             dashboard_port=dashboard_port,

@@ -43,6 +43,7 @@ class NodeConfig(BaseModel):
     model: str = ""
     upstream: str = ""
     upstream_model: str = ""
+    script: str = ""  # a JSON file of exact plans to play instead of a model (tests)
     n_ctx: Annotated[int, Field(ge=512, le=262144)] = 8192
     max_sessions: Annotated[int, Field(ge=1, le=64)] = 2
     max_queue: Annotated[int, Field(ge=0, le=1024)] = 8

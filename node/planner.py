@@ -26,11 +26,12 @@ import msgpack
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from hearth.protocol.kit.request_log import Logged, logged
+from hearth.protocol.model.chat import stated_time
 from hearth.protocol.model.grammar import Mode, answer_grammar, tool_grammar
 from hearth.protocol.model.inert import Inert
 from hearth.protocol.model.limits import answer_tokens, requested
-from hearth.protocol.model.runtime import Sampling
-from hearth.protocol.model.toolcalls import parse_generation
+from hearth.protocol.model.runtime import Generation, Sampling
+from hearth.protocol.model.toolcalls import Parsed, parse_generation
 from hearth.protocol.model.validate import check_schemas, validate_calls
 from hearth.protocol.transport.plans import PLAN_PROTOCOL
 from hearth.protocol.transport.streams import FrameStream
@@ -41,9 +42,11 @@ from hearth.protocol.wire.identity import sign
 from hearth.protocol.wire.messages import (
     MAX_UNTRUSTED_INPUTS,
     ActionPlan,
+    AnswerSettings,
     Cancel,
     ChatMessage,
     Final,
+    Limits,
     Message,
     Observations,
     Plan,
@@ -61,7 +64,7 @@ from hearth.protocol.wire.roster import Role, Roster
 from hearth.protocol.wire.session import ENDED, PlanSession, Side
 
 from .admission import Admission
-from .backends import Backend, Conversation, GenerationSettings
+from .backends import Backend, Conversation, GenerationSettings, OnText, ignore_text
 from .config import FriendCaps
 from .documents import DocumentReader, Reading, inert_for
 
@@ -105,6 +108,60 @@ def conversation_messages(request: PlanRequest, inert: Inert) -> list[ChatMessag
 def sign_plan(plan: Plan, key: Ed25519PrivateKey) -> Signed:
     payload: bytes = msgpack.packb(plan.model_dump(mode="python"), use_bin_type=True)
     return Signed(payload=payload, signature=sign(key, "plan", payload))
+
+
+@dataclass(frozen=True)
+class RoundSettings:
+    """What one round may do: call tools (`mode`, at most `max_calls`), within the
+    request's `limits`, with an app's `generation` settings (a JSON answer, say)."""
+
+    mode: Mode
+    max_calls: int
+    limits: Limits
+    generation: AnswerSettings | None = None
+
+
+async def model_round(
+    backend: Backend,
+    conv: Conversation,
+    schemas: dict[str, dict[str, Any]],
+    round_: RoundSettings,
+    settings: GenerationSettings,
+    *,
+    on_text: OnText = ignore_text,
+    on_thinking: OnText = ignore_text,
+    cancel: anyio.Event | None = None,
+) -> tuple[Generation, Parsed]:
+    """One round of the model on `conv`: generated under the grammar of the tools it may
+    call (or the answer's), parsed in the model's call format and every call validated
+    against `schemas` (a call that breaks its schema raises, typed)."""
+    calls = tool_grammar(
+        schemas,
+        round_.mode,
+        max_calls=round_.max_calls,
+        max_value_chars=round_.limits.max_value_chars,
+        call_format=backend.call_format,
+    )
+    result = await backend.generate(
+        conv,
+        grammar=calls or answer_grammar(round_.generation),
+        settings=settings,
+        on_text=on_text,
+        on_thinking=on_thinking,
+        cancel=cancel or anyio.Event(),
+    )
+    if result.finish == "cancelled":
+        raise HearthError(ErrorCode.CANCELLED, "plan session cancelled")
+    parsed = parse_generation(
+        result.text,
+        result.finish,
+        schemas,
+        calls=calls is not None,
+        thinking=conv.thinking,
+        call_format=backend.call_format,
+    )
+    await validate_calls(parsed.calls, schemas)
+    return result, parsed
 
 
 class Planner:
@@ -308,6 +365,7 @@ class _Session:
             thinking=request.thinking,
             thinking_budget=request.limits.max_thinking_tokens,
             scope=self.stream.peer_id,
+            now=stated_time(request.device.local_time, request.device.timezone),
         )
         untrusted: list[UntrustedInput] = []
         if request.documents:  # before the request itself, as the user attached them
@@ -335,36 +393,19 @@ class _Session:
             async def stream_thought(piece: str) -> None:  # progress, never a call
                 await self.send(Token(request_id=request.request_id, text=piece, thinking=True))
 
-            calls = tool_grammar(
-                schemas,
-                mode,
-                max_calls=max(1, steps_left),
-                max_value_chars=request.limits.max_value_chars,
-                call_format=backend.call_format,
-            )
-            grammar = calls or answer_grammar(request.generation)
-            result = await backend.generate(
+            result, parsed = await model_round(
+                backend,
                 conv,
-                grammar=grammar,
-                settings=settings,
+                schemas,
+                RoundSettings(mode, max(1, steps_left), request.limits, request.generation),
+                settings,
                 on_text=stream_text,
                 on_thinking=stream_thought,
                 cancel=self.cancel,
             )
-            if result.finish == "cancelled":
-                raise HearthError(ErrorCode.CANCELLED, "plan session cancelled")
             usage += Usage(
                 prompt_tokens=result.prompt_counted, completion_tokens=result.completion_counted
             )
-            parsed = parse_generation(
-                result.text,
-                result.finish,
-                schemas,
-                calls=calls is not None,
-                thinking=request.thinking,
-                call_format=backend.call_format,
-            )
-            await validate_calls(parsed.calls, schemas)
             conv.messages.append(ChatMessage(role="assistant", content=result.text))
             if not parsed.calls:
                 await self.send(

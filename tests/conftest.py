@@ -15,10 +15,53 @@ import pytest
 from hearth.companion import swarmkit
 from hearth.protocol.model.tiny import make_tiny
 
+from .installed import NOT_RUN, PREFIX, in_ci
+
 pytest_plugins = ["tests.hostile.fixtures"]  # `hostile_bench`
 
 # phones browse mDNS only inside the network namespaces a test makes for it
 os.environ["HEARTH_NO_MDNS"] = "1"
+
+
+def _installed_or_failed(report: Any) -> None:
+    """Under CI=true a skip for something .ci/run installs is a failure."""
+    if report.skipped and in_ci():
+        reason = str(report.longrepr[2] if isinstance(report.longrepr, tuple) else "")
+        if reason.removeprefix("Skipped: ").startswith(PREFIX):
+            report.outcome = "failed"
+            report.longrepr = f"CI=true, yet {reason.removeprefix('Skipped: ')}"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    _installed_or_failed(report)
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Any:
+    report = yield
+    _installed_or_failed(report)
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The closing lines say what did not run here, and why, grouped."""
+    reasons: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = str(longrepr[2] if isinstance(longrepr, tuple) else longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    if not reasons and not NOT_RUN:
+        terminalreporter.write_line("everything ran: nothing skipped")
+        return
+    terminalreporter.section("what did not run here")
+    for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1]):
+        terminalreporter.write_line(f"{count} skipped: {reason}")
+    for part in NOT_RUN:
+        terminalreporter.write_line(f"not run: {part}")
 
 
 @pytest.fixture(scope="session")

@@ -11,8 +11,10 @@ from pathlib import Path
 
 from playwright.sync_api import Browser, Locator, Page, sync_playwright
 
+from .installed import missing
+
 CHROMIUM = Path("/usr/bin/chromium")
-MISSING = "Debian's chromium is not installed (`apt-get install chromium`; .ci/run does it)"
+MISSING = missing("Debian's chromium (`apt-get install chromium`; .ci/run does it)")
 SCREENSHOTS = Path(__file__).parent.parent / "docs" / "screenshots"
 CSP = "default-src 'self'; script-src 'self'; object-src 'none'; frame-ancestors 'none'"
 

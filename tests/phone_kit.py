@@ -15,7 +15,7 @@ from hearth.companion.audit import AuditLog
 from hearth.companion.confirm import Confirmation, Scripted
 from hearth.companion.egress import Policy
 from hearth.companion.events import AskRequest, Event
-from hearth.companion.executor import Executor
+from hearth.companion.executor import Executor, SessionState
 from hearth.companion.journal import Journal
 from hearth.companion.results import AskResult
 from hearth.companion.sdk import app_tool
@@ -49,6 +49,23 @@ class ClosingTerminal:
         if request.kind == "plan":
             return True
         raise TerminalClosed
+
+
+def stop_before(executor: Executor, plan: Plan, step_id: str, state: Any = None) -> None:
+    """Run `plan` and stop it as a crash would, just before `step_id` starts: the plan
+    is left in the journal for the next process to resume."""
+
+    async def go() -> None:
+        with trio.CancelScope() as scope:
+
+            async def at(_plan: Plan, step: Any, outcome: Any) -> None:
+                if step.id == step_id and outcome is None:
+                    scope.cancel()
+                    await trio.sleep(0)
+
+            await executor.execute(plan, state if state is not None else SessionState(), on_step=at)
+
+    trio.run(go)
 
 
 def make_executor(

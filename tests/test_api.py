@@ -28,7 +28,8 @@ from hearth.companion.service import Service
 from .conftest import Processes
 from .hostile.harness import start_bench
 from .hostile.script import Script
-from .nodes import paired_phone
+from .nodes import pair_phone, paired_phone
+from .test_node_script import start_scripted_node, tool_call
 from .trio_thread import started_in_thread
 
 pytestmark = pytest.mark.timeout(300)
@@ -149,10 +150,39 @@ def test_thinking_streams_apart_as_reasoning_content(api: Api) -> None:
     assert "<think>" not in "".join(d.content or "" for d in deltas)
 
 
+LYON = "What's the weather in Lyon?"
+LYON_ANSWER = "It is clear in Lyon."
+LYON_PLANS = [  # the home's exact plans: the call for the app, then words on its result
+    {"request": LYON, "rounds": [tool_call("get_weather", city="Lyon")]},
+    {"request": LYON, "rounds": [LYON_ANSWER]},
+]
+
+
+@pytest.fixture(scope="module")
+def scripted_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+    """A phone paired with a real node playing `LYON_PLANS` (the scripted backend)."""
+    processes = Processes()
+    root = tmp_path_factory.mktemp("scripted-api")
+    try:
+        node = start_scripted_node(processes, root, LYON_PLANS)
+        home = root / "phone"
+        pair_phone(home, node.invite())
+        with served(home) as running:
+            yield running
+    finally:
+        processes.cleanup()
+
+
 @pytest.mark.parametrize("model", ["hearth-local", "hearth-home"])
-def test_client_tools_come_back_as_tool_calls_for_the_app_to_run(api: Api, model: str) -> None:
+def test_client_tools_come_back_as_tool_calls_for_the_app_to_run(
+    request: pytest.FixtureRequest, model: str
+) -> None:
+    """On the phone's random model, calls forced by `required`, each time; on a home
+    playing an exact plan, the call it planned, then its words on the app's result."""
+    home = model == "hearth-home"
+    api: Api = request.getfixturevalue("scripted_api" if home else "api")
     client = api.client()
-    question = {"role": "user", "content": "What's the weather in Lyon?"}
+    question = {"role": "user", "content": LYON}
     first = client.chat.completions.create(
         model=model, messages=[question], tools=[WEATHER], tool_choice="required"
     )
@@ -163,9 +193,9 @@ def test_client_tools_come_back_as_tool_calls_for_the_app_to_run(api: Api, model
     for call in calls:
         assert call.type == "function" and call.function.name == "get_weather"
         assert isinstance(json.loads(call.function.arguments)["city"], str)
-    assert first.model_extra["hearth"]["route"] == (
-        "local" if model == "hearth-local" else "remote"
-    )
+    if home:  # exactly the call the home planned
+        assert [json.loads(c.function.arguments) for c in calls] == [{"city": "Lyon"}]
+    assert first.model_extra["hearth"]["route"] == ("remote" if home else "local")
 
     # the app runs its tool and sends the results back in `messages`
     results = [
@@ -175,8 +205,15 @@ def test_client_tools_come_back_as_tool_calls_for_the_app_to_run(api: Api, model
         model=model,
         messages=[question, choice.message.model_dump(exclude_none=True), *results],
         tools=[WEATHER],
+        tool_choice="auto" if home else "required",  # random weights: forced to say anything
     )
-    assert again.choices[0].finish_reason in ("stop", "length", "tool_calls")
+    [next_choice] = again.choices
+    if home:  # the home's answer on the result, in words
+        assert (next_choice.finish_reason, next_choice.message.content) == ("stop", LYON_ANSWER)
+        assert not next_choice.message.tool_calls
+    else:  # the app's next calls, after its results
+        assert next_choice.finish_reason == "tool_calls", next_choice
+        assert {c.function.name for c in next_choice.message.tool_calls} == {"get_weather"}
 
 
 @pytest.mark.parametrize(

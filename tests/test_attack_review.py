@@ -628,7 +628,7 @@ def test_tools_a_page_brings_are_offered_only_within_the_context_left(tmp_path) 
     from hearth.companion.prompt import CHARS_PER_TOKEN, TEMPLATE_TOKENS, build
     from hearth.companion.remote import more_tools
     from hearth.companion.turn import Turn
-    from hearth.protocol.wire.messages import Limits, PlanRequest
+    from hearth.protocol.wire.messages import Limits, ModelInfo, PlanRequest
 
     executor, _, _ = phone(tmp_path)
     asked = AskRequest(text="what do my notes say about the dentist?", route="remote")
@@ -651,7 +651,8 @@ def test_tools_a_page_brings_are_offered_only_within_the_context_left(tmp_path) 
     n_ctx = used + sum(tokens(t.model_dump_json()) for t in calendar) + 400
     shown = "move the event in my calendar to Friday " + "x" * (CHARS_PER_TOKEN * 2000)
     offered = {t.function.name for t in tools}
-    more = more_tools(turn, request, offered, shown, n_ctx, Destination.HOME)
+    model = ModelInfo(name="m", n_ctx=n_ctx)
+    more = more_tools(turn, request, offered, shown, model, Destination.HOME)
     held = used + tokens(shown) + sum(tokens(t.model_dump_json()) for t in more)
     assert held <= n_ctx or not more, [t.function.name for t in more]
 

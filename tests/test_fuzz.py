@@ -14,12 +14,16 @@ from pathlib import Path
 import pytest
 
 from .fuzz.run_all import run
+from .installed import missing
 
 FUZZ = Path(__file__).parent / "fuzz"
 RUNS = 10000  # a smoke run; the CI budget is run_all.py
 
 
-@pytest.mark.skipif(importlib.util.find_spec("atheris") is None, reason="atheris not installed")
+@pytest.mark.skipif(
+    importlib.util.find_spec("atheris") is None,
+    reason=missing("atheris") if sys.version_info < (3, 12) else "atheris needs Python < 3.12",
+)
 @pytest.mark.parametrize("target", ["fuzz_frames.py", "fuzz_search_packets.py", "fuzz_control.py"])
 def test_short_fuzz_run_finds_nothing(target: str, tmp_path) -> None:
     done, failure = run(target, RUNS, tmp_path)

@@ -19,7 +19,7 @@ from hearth.companion.turn import plan_view
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 from hearth.protocol.wire.messages import Limits
 
-from .phone_kit import ClosingTerminal, TerminalClosed, declared, make_executor, make_plan
+from .phone_kit import declared, make_executor, make_plan
 from .test_labels import sent
 
 DEEP = "[" * 1200  # an imported contact's name, a note, a clipboard: anyone's text
@@ -106,21 +106,34 @@ def test_a_confirmation_answered_by_a_typed_error_leaves_no_plan_open(tmp_path) 
 
 @pytest.mark.parametrize("limits", [Limits(deadline_s=120), None])
 def test_the_phone_bounds_a_plans_lifetime_whatever_expiry_it_was_given(tmp_path, limits) -> None:
-    """A plan that says it expires in a year, interrupted at its send's confirmation,
-    does not run when a later process resumes it past its request's deadline and a
-    grace."""
+    """A plan that says it expires in a year, interrupted mid-step (the process stopped
+    there: a crash), does not run when a later process resumes it past its request's
+    deadline and a grace."""
     executor, _, data = make_executor(tmp_path)
-    executor.confirmer = ClosingTerminal()
-    plan = make_plan(("s1", "message_send", {"to": "+15550100", "body": "hi"}, []))
+
+    async def wait() -> dict[str, Any]:
+        """Wait (the process is stopped while it does)."""
+        await trio.sleep_forever()
+        return {}
+
+    executor.registry.add(declared(wait, Tier.READ_ONLY))
+    plan = make_plan(
+        ("s1", "wait", {}, []), ("s2", "message_send", {"to": "+15550100", "body": "hi"}, [])
+    )
     plan = plan.model_copy(update={"expires_at": time.time() + 365 * 86400})
-    with pytest.raises(TerminalClosed):
-        _run(executor, plan, SessionState(limits=limits))
+
+    async def stopped_mid_step() -> None:
+        with trio.move_on_after(1):
+            await executor.execute(plan, SessionState(limits=limits), home=False)
+
+    trio.run(stopped_mid_step)
     assert [p for p, *_ in executor.journal.unfinished()] == [plan.plan_id]
     executor.journal.db.execute("UPDATE plans SET accepted_at=accepted_at-4000")
     later, asked, _ = make_executor(tmp_path, answer=True)  # an unrelated `hearth ask --yes`
+    later.registry.add(declared(wait, Tier.READ_ONLY))
     assert trio.run(later.resume) == [plan.plan_id]
     assert sent(data) == [] and asked.asked == []
-    assert later.journal.states(plan.plan_id) == {"s1": "skipped"}
+    assert later.journal.states(plan.plan_id) == {"s1": "skipped", "s2": "skipped"}
     assert later.journal.unfinished() == []
 
 

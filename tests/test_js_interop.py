@@ -19,10 +19,12 @@ from hearth.protocol.transport.keys import SwarmKeys
 from hearth.protocol.wire.frames import decode, encode
 from hearth.protocol.wire.messages import Health, HealthRequest, Progress
 
+from .installed import missing
+
 JS = Path(__file__).parent / "js"
 pytestmark = pytest.mark.skipif(
     shutil.which("node") is None or not (JS / "node_modules" / "libp2p").is_dir(),
-    reason="node or the js-libp2p packages are missing (run: cd tests/js && npm install)",
+    reason=missing("node or the js-libp2p packages (run: cd tests/js && npm install)"),
 )
 
 

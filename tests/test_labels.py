@@ -16,7 +16,7 @@ from hearth.companion.tools.registry import Annotations, Tier, Tool
 from hearth.protocol.wire.errors import HearthError
 from hearth.protocol.wire.messages import UntrustedInput
 
-from .phone_kit import ClosingTerminal, Recorder, TerminalClosed, make_executor, make_plan
+from .phone_kit import Recorder, make_executor, make_plan, stop_before
 
 SECRET = "vault code 4711-SECRET"
 WEB = UntrustedInput(tool="web_search", source="evil.example", digest=bytes(32))
@@ -104,10 +104,8 @@ def test_a_resumed_plan_has_its_session_taint_back(tmp_path) -> None:
     session = SessionState()
     round1 = make_plan(("s1", "device_status", {}, []), untrusted=[WEB])
     run(executor, round1, session)
-    executor.confirmer = ClosingTerminal()
     round2 = make_plan(("s1", "message_send", {"to": "+15550001111", "body": "hi"}, []))
-    with pytest.raises(TerminalClosed):
-        run(executor, round2, session)
+    stop_before(executor, round2, "s1", session)  # a crash there
     later, asked, _ = make_executor(tmp_path, answer=True)  # an unrelated `hearth ask --yes`
     assert trio.run(later.resume) == [round2.plan_id]
     (question,) = asked.asked
@@ -121,15 +119,13 @@ def test_a_resumed_plan_gets_its_results_labels_back(tmp_path) -> None:
     (data.root / "contacts.vcf").write_text(
         "BEGIN:VCARD\nVERSION:3.0\nFN:Alice Doe\nTEL:+4911111\nEND:VCARD\n"
     )
-    executor.confirmer = ClosingTerminal()
     plan = make_plan(
         ("s1", "contacts_search", {"query": "alice"}, []),
         ("s2", "notes_create", {"text": {"$ref": "s1.result.0.phone.0"}}, ["s1"]),
         ("s3", "calendar_delete", {"event_id": "dentist"}, []),
         ("s4", "message_send", {"to": "+4999", "body": {"$ref": "s2.result.text"}}, ["s2"]),
     )
-    with pytest.raises(TerminalClosed):
-        run(executor, plan)
+    stop_before(executor, plan, "s3")  # a crash there
     assert executor.journal.steps(plan.plan_id)["s2"].labels.private  # the note echoes a contact
     later, _, _ = make_executor(tmp_path, answer=True)
     trio.run(later.resume)

@@ -21,8 +21,9 @@ import openai
 import pytest
 
 from .conftest import Processes
-from .nodes import cli, last_json, paired_phone, start_companion
+from .nodes import cli, init_phone, last_json, pair, paired_phone, start_companion
 from .test_api import WEATHER
+from .test_node_script import start_scripted_node
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -194,17 +195,43 @@ def test_a_json_schema_answer_validates_against_the_schema(served: Served, model
     assert completion.choices[0].finish_reason == "stop"
 
 
-def test_a_json_object_answer_is_an_object(served: Served) -> None:
-    completion = served.client().chat.completions.create(
-        model="hearth-local",
+HELLO = {"greeting": "hello", "to": ["you", "all"], "times": 2}
+HELLO_PLANS = [  # played only under a JSON answer's grammar, as a model under it writes
+    {"request": HI[0]["content"], "repeat": True, "rounds": [{"json_answer": HELLO}]}
+]
+
+
+@pytest.fixture(scope="module")
+def scripted_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """`hearth serve` for a phone (no model of its own) paired with a real node playing
+    `HELLO_PLANS` (the scripted backend): an answer a test can parse every time."""
+    processes = Processes()
+    root = tmp_path_factory.mktemp("scripted-clients")
+    try:
+        node = start_scripted_node(processes, root, HELLO_PLANS)
+        home = root / "phone"
+        init_phone(home)
+        pair(home, node.invite())
+        running = start_companion(processes, home)
+        token = (home / "api.token").read_text().strip()
+        yield Served(home, running.ready["api"], token)
+    finally:
+        processes.cleanup()
+
+
+def test_a_json_object_answer_is_an_object(scripted_served: Served) -> None:
+    """Random weights fill any limit inside an open object: the home plays the object a
+    model under the JSON grammar writes (the script refuses to play it without one)."""
+    completion = scripted_served.client().chat.completions.create(
+        model="hearth-home",
         messages=HI,
         max_tokens=MAX_TOKENS,
         response_format={"type": "json_object"},
     )
     [choice] = completion.choices
-    assert choice.message.content.lstrip().startswith("{")
-    if choice.finish_reason == "stop":  # random weights may fill the limit inside it
-        assert isinstance(json.loads(choice.message.content), dict)
+    assert choice.finish_reason == "stop", choice
+    assert json.loads(choice.message.content) == HELLO  # the object, whole, as the app parses it
+    counted(completion.usage)
 
 
 @pytest.mark.parametrize("model", ["hearth-local", "hearth-home"])

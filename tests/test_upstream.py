@@ -46,7 +46,12 @@ def test_hearth_ask_remote_gets_a_plan_through_the_upstream(
     )  # fmt: skip
     assert code == 0, out
     assert out["route"] == "remote" and out["plan"]
-    assert {s["tool"] for s in out["plan"]["steps"]} == {"device_status"}
+    assert out["plan"]["signer"] == node.peer_id
+    steps = out["plan"]["steps"]
+    assert {s["tool"] for s in steps} == {"device_status"}
+    for step in steps:  # each ran on the phone and says what the phone told
+        assert (step["status"], step["error"]) == ("ok", None), step
+        assert set(step["result"]) >= {"battery", "charging", "network"}, step
     assert node.status()["model"]["backend"] == "openai-compatible"
 
 

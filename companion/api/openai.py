@@ -34,9 +34,9 @@ from hearth.protocol.wire.messages import ChatMessage, ToolSpec
 
 from ..ask import ask
 from ..commands import internal_error
-from ..completion import complete
+from ..completion import complete, cut_by_the_limit
 from ..confirm import Scripted
-from ..events import AskRequest, Event, EventSink, TokenEvent, discard
+from ..events import AskRequest, Event, EventSink, RouteEvent, TokenEvent, discard
 from ..results import ClientToolCall, UsageView
 from .chat_request import ChatRequest, NamedTool
 from .errors import ApiError, invalid, typed_body
@@ -113,7 +113,10 @@ class Outcome:
 
     @property
     def reason(self) -> Finish:
-        return "tool_calls" if self.calls else self.finish
+        """`length` whenever the token limit ended it (with the calls complete by then)."""
+        if self.finish == "length":
+            return "length"
+        return "tool_calls" if self.calls else "stop"
 
 
 class ChatCompletion(_Out):
@@ -464,7 +467,19 @@ class OpenAiApi:
                     conversation_id=conversation_id,
                     source="user" if conversation_id else "api",
                 )
-                result = await ask(self.service, asked, events, Scripted(False), cancel)
+                routes: list[RouteEvent] = []  # where it went, as the ask announced it
+
+                async def hear(event: Event) -> None:
+                    if isinstance(event, RouteEvent):
+                        routes.append(event)
+                    await events(event)
+
+                try:
+                    result = await ask(self.service, asked, hear, Scripted(False), cancel)
+                except HearthError as exc:
+                    if not cut_by_the_limit(exc):
+                        raise
+                    return cut_short(routes[-1].route if routes else route)
                 routed = Routed(
                     route=result.route,
                     reason=result.reason,
@@ -499,6 +514,14 @@ class OpenAiApi:
             return JSONResponse(completion.model_dump(mode="json", exclude_none=True))
 
         return Deferred(whole, ticket)
+
+
+def cut_short(route: Routing) -> Outcome:
+    """An ask whose plan the token limit cut inside a tool call: none of its calls ran (a
+    cut plan never runs), and the answer says `length`; its tokens are not known here."""
+    where: Literal["local", "remote"] = "remote" if route == "remote" else "local"
+    routed = Routed(route=where, reason="the token limit cut a tool call: none of it ran")
+    return Outcome("", [], routed, UsageView(), "length")
 
 
 def internal() -> ApiError:

@@ -55,6 +55,7 @@ class Conversation:
     consumed: int = 0  # messages already in the backend's context (incl. its last answer)
     memory: object = None  # the backend's own per-session state (llama.cpp: its SessionMemory)
     scope: str = ""  # who asks (a phone's peer id): model state kept from its prompts is its own
+    now: str | None = None  # the phone's time, as every prompt states it (`chat.phone_time`)
 
     def openai_messages(self, start: int = 0, stop: int | None = None) -> list[OpenAIObject]:
         """`messages[start:stop]` in OpenAI's JSON form (what chat templates and
@@ -102,8 +103,16 @@ class Backend(Protocol):
 
 async def load_backend(config: NodeConfig) -> Backend | None:
     """The configured model backend, or None (the node then answers model_not_loaded)."""
-    if config.model and config.upstream:
-        raise HearthError(ErrorCode.INVALID_INPUT, "use --model or --upstream, not both")
+    given = {"--model": config.model, "--upstream": config.upstream, "--script": config.script}
+    chosen = [flag for flag, value in given.items() if value]
+    if len(chosen) > 1:
+        which = " or ".join(chosen) + (", not both" if len(chosen) == 2 else ", only one")
+        raise HearthError(ErrorCode.INVALID_INPUT, f"use {which}")
+    if config.script:  # a test's exact plans, played by the scripted backend
+        from .scripted import script_backend
+
+        script = Path(config.script).expanduser()
+        return await anyio.to_thread.run_sync(script_backend, script, config.n_ctx)
     if config.model:
         from .llamacpp import LlamaCppBackend
 

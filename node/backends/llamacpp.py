@@ -8,15 +8,18 @@ evaluated once (the runtime's prefix cache).
 from __future__ import annotations
 
 import functools
+import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 
 import anyio
 
 from hearth.protocol.model.callformats import CallFormat
-from hearth.protocol.model.chat import split_at_first_user_turn
+from hearth.protocol.model.chat import split_shared
 from hearth.protocol.model.grammar import ToolGrammar
 from hearth.protocol.model.inert import Inert
+from hearth.protocol.model.micro.files import tool_specs
 from hearth.protocol.model.relay import TextRelay, generate_streamed
 from hearth.protocol.model.runtime import Generation, LlamaRuntime, SessionMemory
 from hearth.protocol.wire.messages import ModelInfo
@@ -36,7 +39,15 @@ class LlamaCppBackend:
             quant=self.runtime.quant,
             n_ctx=self.runtime.n_ctx,
             backend="llama-cpp",
+            chars_per_token=self._chars_per_token(),
         )
+
+    def _chars_per_token(self) -> float:
+        """Characters of tool schemas per token of this model (the phone's tools, as
+        JSON), rounded down: what a phone's count of a request's tools divides by."""
+        sample = json.dumps(tool_specs())
+        ratio = 0.9 * len(sample) / len(self.runtime.tokenize(sample))  # other schemas: denser
+        return max(0.5, math.floor(10 * ratio) / 10)
 
     @functools.cached_property
     def inert(self) -> Inert:
@@ -47,7 +58,7 @@ class LlamaCppBackend:
     def render(self, conv: Conversation) -> str:
         """The whole conversation as the model's chat template renders it."""
         return self.template.render(
-            conv.openai_messages(), conv.openai_tools(), thinking=conv.thinking
+            conv.openai_messages(), conv.openai_tools(), thinking=conv.thinking, now=conv.now
         )
 
     def _text_for(self, conv: Conversation) -> tuple[str, str]:
@@ -58,11 +69,12 @@ class LlamaCppBackend:
                 conv.openai_messages(start=conv.consumed),
                 conv.openai_tools(),
                 thinking=conv.thinking,
+                now=conv.now,
             )
             if suffix is not None:
                 return "", suffix
         conv.memory = SessionMemory(scope=conv.scope)  # first round, or history re-rendered
-        return split_at_first_user_turn(self.render(conv))
+        return split_shared(self.render(conv), conv.now)
 
     async def generate(
         self,

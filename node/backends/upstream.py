@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from hearth.protocol.model.callformats import QWEN_XML, CallFormat
+from hearth.protocol.model.chat import with_time_line
 from hearth.protocol.model.grammar import AnswerGrammar, ToolGrammar
 from hearth.protocol.model.runtime import Finish, Generation
 from hearth.protocol.model.toolcalls import CALL_CLOSE, CALL_OPEN
@@ -139,7 +140,11 @@ class OpenAIUpstream:
         sampling = settings.sampling
         body: dict[str, Any] = {
             "model": self.model or "default",
-            "messages": conv.openai_messages(),
+            "messages": (  # the server renders its template: the time is one system line
+                with_time_line(conv.openai_messages(), conv.now)
+                if conv.now
+                else conv.openai_messages()
+            ),
             "stream": True,
             "stream_options": {"include_usage": True},  # token counts in the last chunk
             "max_tokens": settings.max_tokens,

@@ -7,8 +7,10 @@ assistant turn, never a re-rendering of what the model already read.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -49,6 +51,7 @@ class ChatTemplate:
         env.globals["raise_exception"] = _raise
         self._template = env.from_string(source)
         self.chatml = "<|im_start|>" in source  # ChatML turns: a continuation can be cut out
+        self.dated = "date_string" in source  # it states the time itself (Llama 3.x's do)
         self.eos_token = eos_token
         self.bos_token = bos_token
 
@@ -90,7 +93,16 @@ class ChatTemplate:
         *,
         add_generation_prompt: bool = True,
         thinking: bool = False,
+        now: str | None = None,
     ) -> str:
+        """The conversation as the model reads it; `now` (the phone's time, as
+        `phone_time` words it) goes to the template's `date_string` where it has one,
+        else into one system line."""
+        dated: dict[str, str] = {}
+        if now and self.dated:
+            dated["date_string"] = now
+        elif now:
+            messages = with_time_line(messages, now)
         return self._template.render(
             messages=messages,
             tools=tools or None,
@@ -98,6 +110,7 @@ class ChatTemplate:
             enable_thinking=thinking,
             eos_token=self.eos_token,
             bos_token=self.bos_token,
+            **dated,
         )
 
     def continuation(
@@ -107,6 +120,7 @@ class ChatTemplate:
         tools: list[dict[str, Any]] | None = None,
         *,
         thinking: bool = False,
+        now: str | None = None,
     ) -> str | None:
         """The text after the last assistant turn of `history` (which ends with it) up to
         the next generation prompt; None if the template renders history differently
@@ -114,14 +128,52 @@ class ChatTemplate:
         everything again)."""
         if not self.chatml:  # where its turns end is the template's own: render anew
             return None
-        before = self.render(history, tools, add_generation_prompt=False, thinking=thinking)
-        after = self.render(history + new_messages, tools, thinking=thinking)
+        before = self.render(
+            history, tools, add_generation_prompt=False, thinking=thinking, now=now
+        )
+        after = self.render(history + new_messages, tools, thinking=thinking, now=now)
         if not after.startswith(before):
             return None
         return self.eos_token + "\n" + after[len(before) :]
 
 
 USER_TURN = "<|im_start|>user"
+TIME_LINE = "The phone's local time: {now}."
+
+
+def phone_time(now: dt.datetime) -> str:
+    """An aware date-time as every planner reads the phone's time:
+    `2026-12-07 10:53, Monday (Europe/Berlin, UTC+01:00)` (no zone name where it has
+    none, only its offset)."""
+    offset = now.strftime("%z") or "+0000"
+    utc = f"UTC{offset[:3]}:{offset[3:5]}"
+    zone = getattr(now.tzinfo, "key", None)
+    where = f"{zone}, {utc}" if zone else utc
+    return f"{now:%Y-%m-%d %H:%M}, {now:%A} ({where})"
+
+
+def stated_time(local_time: str | None, zone: str) -> str | None:
+    """The phone's time as a request carries it (`DeviceContext.local_time`, its
+    `timezone`), as `phone_time` words it; None when the request carries none."""
+    if local_time is None:
+        return None
+    moment = dt.datetime.fromisoformat(local_time)
+    try:
+        named = moment.astimezone(ZoneInfo(zone))
+    except (ValueError, ZoneInfoNotFoundError):
+        return phone_time(moment)  # a zone this host does not know: the offset says it
+    return phone_time(named if named.utcoffset() == moment.utcoffset() else moment)
+
+
+def with_time_line(messages: list[Message], now: str) -> list[Message]:
+    """`messages` with the phone's time in their system message (one is added first
+    when there is none)."""
+    line = TIME_LINE.format(now=now)
+    if messages and messages[0].get("role") == "system":
+        first = messages[0]
+        content = first.get("content") or ""
+        return [{**first, "content": f"{content}\n\n{line}" if content else line}, *messages[1:]]
+    return [{"role": "system", "content": line}, *messages]
 
 
 def split_at_first_user_turn(prompt: str) -> tuple[str, str]:
@@ -130,3 +182,15 @@ def split_at_first_user_turn(prompt: str) -> tuple[str, str]:
     it evaluated; `("", prompt)` when there is no user turn."""
     prefix, sep, rest = prompt.partition(USER_TURN)
     return (prefix, sep + rest) if sep else ("", prompt)
+
+
+def split_shared(prompt: str, now: str | None = None) -> tuple[str, str]:
+    """`(prefix, rest)` as `split_at_first_user_turn`, the phone's time (`now`, as the
+    prompt states it) kept out of the prefix: it ends at the start of the line that
+    states the time, so the tools block stays shared from one minute to the next."""
+    prefix, rest = split_at_first_user_turn(prompt)
+    at = prefix.find(now) if now else -1
+    if at < 0:
+        return prefix, rest
+    line = prefix.rfind("\n", 0, at) + 1
+    return prompt[:line], prompt[line:]

@@ -14,6 +14,7 @@ import itertools
 import logging
 import os
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -67,7 +68,7 @@ class TinySpec:
     n_merges: int = 320
 
 
-def _bytes_to_unicode() -> dict[int, str]:
+def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's reversible byte → printable character map."""
     bs = list(range(ord("!"), ord("~") + 1))
     bs += list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
@@ -81,14 +82,11 @@ def _bytes_to_unicode() -> dict[int, str]:
     return {b: chr(c) for b, c in zip(bs, cs, strict=True)}
 
 
-def learn_merges(corpus: str, count: int) -> list[tuple[str, str]]:
-    """A small deterministic byte-level BPE: the `count` most useful merges."""
-    table = _bytes_to_unicode()
-    words = Counter(
-        tuple(table[b] for b in word.encode())
-        for word in corpus.replace("\n", " \n ").split(" ")
-        if word
-    )
+def learn_merges(pieces: Iterable[str], count: int) -> list[tuple[str, str]]:
+    """A small deterministic byte-level BPE: the `count` most useful merges within
+    `pieces` (the words a pre-tokenizer cut)."""
+    table = bytes_to_unicode()
+    words = Counter(tuple(table[b] for b in word.encode()) for word in pieces if word)
     merges: list[tuple[str, str]] = []
     while len(merges) < count:
         pairs: Counter[tuple[str, str]] = Counter()
@@ -121,9 +119,9 @@ def chat_template() -> str:
 
 
 def _vocab(spec: TinySpec) -> tuple[list[str], list[int], list[str]]:
-    table = _bytes_to_unicode()
+    table = bytes_to_unicode()
     tokens = [table[b] for b in range(256)]
-    merges = learn_merges(_CORPUS, spec.n_merges)
+    merges = learn_merges(_CORPUS.replace("\n", " \n ").split(" "), spec.n_merges)
     seen = set(tokens) | {text for text, _ in SPECIAL_TOKENS}
     for a, b in merges:
         if a + b not in seen:

@@ -7,9 +7,10 @@ version; missing or ill-typed fields are a protocol error.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, JsonValue, model_validator
+from pydantic import AfterValidator, Field, JsonValue, model_validator
 
 from .chat import ChatMessage as ChatMessage  # re-exported: one conversation turn
 from .chat import Model as Model  # re-exported: the base of every wire value
@@ -51,10 +52,31 @@ class ToolSpec(Model):
     function: FunctionSpec
 
 
-class DeviceContext(Model):
-    """What the phone says about itself; `None` where it does not know."""
+def _aware_date_time(value: str | None) -> str | None:
+    """An ISO 8601 date-time with its UTC offset (a planner reads it as the phone's
+    time: without the offset it would be a guess)."""
+    if value is None:
+        return None
+    try:
+        moment = dt.datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise ValueError("local_time: not an ISO 8601 date-time") from exc
+    if moment.utcoffset() is None:
+        raise ValueError("local_time: a date-time with its UTC offset")
+    return value
 
-    timezone: str = "UTC"
+
+LocalTime = Annotated[str | None, Field(max_length=40), AfterValidator(_aware_date_time)]
+ZoneName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_+./-]{1,64}$")]
+
+
+class DeviceContext(Model):
+    """What the phone says about itself; `None` where it does not know. `local_time` is
+    the phone's date-time when the request was asked, with its UTC offset, and
+    `timezone` its zone (an IANA name where the phone knows it)."""
+
+    timezone: ZoneName = "UTC"
+    local_time: LocalTime = None
     locale: str = "en"
     battery: Annotated[int, Field(ge=0, le=100)] | None = None
     charging: bool | None = None
@@ -148,6 +170,9 @@ class ModelInfo(Model):
     quant: str = ""
     n_ctx: int = 0
     backend: str = ""
+    chars_per_token: Annotated[float, Field(gt=0, le=16)] | None = None
+    """How many characters of tool schemas one of its tokens holds, as its tokenizer
+    counts them (None: not known), so a phone cuts the tools it offers to fit."""
 
 
 # -- frames ------------------------------------------------------------------------

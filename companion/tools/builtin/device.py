@@ -7,6 +7,7 @@ from typing import Any
 
 from hearth.protocol.wire.messages import DeviceContext
 
+from ...clock import PhoneClock
 from ..registry import Registry, Tier, ToolContext
 from ..storage import PhoneData
 from .common import READ, termux
@@ -28,12 +29,17 @@ def read_device_status() -> dict[str, Any]:
     return status
 
 
-def device_context() -> DeviceContext:
-    """What the phone says about itself (battery, network) to the router and the home
-    node, where it can tell."""
+def device_context(clock: PhoneClock, asked_at: float | None = None) -> DeviceContext:
+    """What the phone says about itself (its time and zone; battery and network where it
+    can tell) to the router and its planners; its time is when the request was asked
+    (`asked_at`, wall clock: a request kept for the home) or now."""
     status = read_device_status()
     network = status["network"] if status["network"] in ("wifi", "cellular") else "unknown"
     return DeviceContext(
+        timezone=clock.zone_name(),
+        local_time=(clock.now() if asked_at is None else clock.at(asked_at)).isoformat(
+            timespec="seconds"
+        ),
         battery=status["battery"] if isinstance(status["battery"], int) else None,
         charging=status["charging"] if isinstance(status["charging"], bool) else None,
         network=network,
