@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import time
 from pathlib import Path
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 
 class PhoneClock:
@@ -48,11 +49,23 @@ class PhoneClock:
 def _host_zone() -> str | None:
     """This host's IANA zone name (from `TZ` or `/etc/localtime`), if it has one."""
     name = os.environ.get("TZ", "").removeprefix(":")
-    if name and "/" in name:
-        return name
+    if name and "/" in name:  # a name (a POSIX rule such as CET-1CEST,M3.5.0 is not one)
+        return name if _a_zone(name) else None
     try:
         target = Path("/etc/localtime").resolve()
     except OSError:
         return None
     parts = target.parts
-    return "/".join(parts[parts.index("zoneinfo") + 1 :]) if "zoneinfo" in parts else None
+    name = "/".join(parts[parts.index("zoneinfo") + 1 :]) if "zoneinfo" in parts else ""
+    return name if _a_zone(name) else None
+
+
+def _a_zone(name: str) -> bool:
+    """Whether `name` is an IANA zone this host knows, as a request may carry it."""
+    if not re.fullmatch(r"[A-Za-z0-9_+./-]{1,64}", name):
+        return False
+    try:
+        ZoneInfo(name)
+    except (ValueError, OSError, ZoneInfoNotFoundError):
+        return False
+    return True

@@ -13,6 +13,7 @@ demo exit non-zero.
 from __future__ import annotations
 
 import datetime as dt
+import re
 import shlex
 import signal
 import tempfile
@@ -102,6 +103,17 @@ class Seen:
     said: str
 
 
+STEP_1 = "Note that we need milk and remind me tomorrow at 9"
+STEP_3 = "Write a note: buy bread"
+
+
+def from_the_request(text: str, request: str, key: str) -> bool:
+    """Whether a note says what the request asked: `key` in it, and no word the request
+    did not have ("we need milk" for STEP_1; not "we need milkolk")."""
+    said = set(re.findall(r"\w+", text.lower()))
+    return key in said and said <= set(re.findall(r"\w+", request.lower()))
+
+
 def steps_of(out: dict[str, Any]) -> list[dict[str, Any]]:
     """Every step of every plan of an ask's outcome."""
     return [step for plan in out.get("plans", []) for step in plan["steps"]]
@@ -115,7 +127,7 @@ def planned_at_home(out: dict[str, Any], phone: PhoneData, now: dt.datetime) -> 
     notes = [s["result"] for s in ok if s["tool"] == "notes_create"]
     reminders = [s["result"] for s in ok if s["tool"] == "reminder_create"]
     kept = {n["text"] for n in load_list(phone, "notes.json")}
-    note = next((n["text"] for n in notes if "milk" in n["text"].lower()), None)
+    note = next((n["text"] for n in notes if from_the_request(n["text"], STEP_1, "milk")), None)
     due = dt.datetime.combine(now.date() + dt.timedelta(days=1), dt.time(9, 0))
     reminder = next(
         (r for r in reminders if dt.datetime.fromisoformat(r["at"]).replace(tzinfo=None) == due),
@@ -151,9 +163,10 @@ def fell_back(out: dict[str, Any], phone: PhoneData) -> Seen:
         return Seen(False, f"the request failed: {out['error']['message']}")
     ok = [s for s in steps_of(out) if s["status"] == "ok" and s["tool"] == "notes_create"]
     kept = {n["text"] for n in load_list(phone, "notes.json")}
-    note = next((s["result"]["text"] for s in ok if "bread" in s["result"]["text"].lower()), None)
+    texts = [s["result"]["text"] for s in ok]
+    note = next((t for t in texts if from_the_request(t, STEP_3, "bread")), None)
     if out["route"] != "local" or note is None or note not in kept or not out["reason"]:
-        return Seen(False, "the phone did not write the note about bread itself")
+        return Seen(False, 'the phone did not write the note "buy bread" itself')
     return Seen(
         True,
         f'the phone answered alone ({plain(out["reason"], 160)}): the note "{plain(note)}" '
@@ -221,7 +234,7 @@ def _walk(demo: Walkthrough, node: RunningNode, phone_home: Path, model: Path) -
     now = clock.now()
     out = step(
         "1. Planned on the home node, executed on the phone",
-        "--route", "remote", "Note that we need milk and remind me tomorrow at 9",
+        "--route", "remote", STEP_1,
     )  # fmt: skip
     seen.append(planned_at_home(out, data, now))
     out = step("2. Answered by the phone's own model", "--route", "local", "What time is it?")
@@ -231,7 +244,7 @@ def _walk(demo: Walkthrough, node: RunningNode, phone_home: Path, model: Path) -
     node.proc.wait(timeout=30)
     out = step(
         "3. Home node stopped: the phone falls back to itself",
-        "--route", "auto", "Write a note: buy bread",
+        "--route", "auto", STEP_3,
     )  # fmt: skip
     seen.append(fell_back(out, data))
     console.print()

@@ -187,6 +187,8 @@ class LocalModel:
             await hear(piece, True)
 
         result = await generate_streamed(work, answer, thought)
+        if result.finish == "cancelled":  # the ask was stopped: it ends cancelled, not answered
+            raise HearthError(ErrorCode.CANCELLED, "cancelled by the user")
         parsed = parse_generation(
             result.text,
             result.finish,

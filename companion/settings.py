@@ -85,7 +85,7 @@ class PhoneSettings(BaseModel):
 
             try:
                 ZoneInfo(value)
-            except (ValueError, ZoneInfoNotFoundError):
+            except (ValueError, OSError, ZoneInfoNotFoundError):  # a folder of zones too
                 raise ValueError(f"no time zone named {value!r} (an IANA name)") from None
         return value
 
@@ -101,6 +101,8 @@ class PhoneSettings(BaseModel):
                 raise ValueError("not an ISO 8601 date-time") from None
             if moment.utcoffset() is None:
                 raise ValueError("give its UTC offset, e.g. 2026-12-07T09:00:00+01:00")
+            if not 1900 <= moment.year <= 9000:
+                raise ValueError("a date-time between the years 1900 and 9000")
         return value
 
     @field_validator("limits", mode="before")

@@ -45,6 +45,7 @@ class Score:
     exact: int  # plans and answers exactly as expected
     plans: int
     plans_exact: int
+    plans_right_tools: int  # the right tools in the right order, whatever their arguments
     questions: int
     questions_in_words: int  # answered without calling a tool
     questions_exact: int
@@ -60,14 +61,24 @@ class Score:
         """The figures in one line, led by `NN% exact`."""
         return (
             f"{self.model}: {self.share:.0%} exact ({self.exact}/{self.requests} held-out "
-            f"requests: plans {self.plans_exact}/{self.plans}, questions answered in words "
+            f"requests: plans {self.plans_exact}/{self.plans} (the right tools "
+            f"{self.plans_right_tools}), questions answered in words "
             f"{self.questions_in_words}/{self.questions}, exactly {self.questions_exact}; "
             f"{self.errors} typed errors), seed {self.seed}, temperature {self.temperature:g}"
         )
 
 
-async def outcome(backend: LlamaCppBackend, ex: Example, seed: int) -> tuple[bool, bool]:
-    """(exact, answered in words) for one request through the node's round."""
+@dataclass(frozen=True)
+class Seen:
+    """What the model did with one request."""
+
+    exact: bool
+    right_tools: bool
+    in_words: bool
+
+
+async def outcome(backend: LlamaCppBackend, ex: Example, seed: int) -> Seen:
+    """How the model planned one request, through the node's round."""
     specs = {s["function"]["name"]: ToolSpec.model_validate(s) for s in tool_specs()}
     tools = [specs[name] for name in ex.tools]
     conv = Conversation(
@@ -86,28 +97,30 @@ async def outcome(backend: LlamaCppBackend, ex: Example, seed: int) -> tuple[boo
     )
     got = [(c.name, c.arguments) for c in parsed.calls]
     wanted = [(c.name, dict(c.arguments)) for c in ex.calls]
+    right = [name for name, _ in got] == [name for name, _ in wanted]
     if ex.calls:
-        return got == wanted, False
-    return not got and parsed.text.strip() == ex.answer, not got
+        return Seen(got == wanted, right, False)
+    return Seen(not got and parsed.text.strip() == ex.answer, right, not got)
 
 
 async def score(path: Path, count: int, seed: int) -> Score:
     """`path`'s figures on the first `count` held-out requests of `seed`."""
     backend = await anyio.to_thread.run_sync(LlamaCppBackend, path, 2048)
     held = list(examples("held-out", count, seed))
-    exact = plans_exact = in_words = questions_exact = errors = 0
+    exact = plans_exact = right_tools = in_words = questions_exact = errors = 0
     for ex in held:
         try:
-            hit, words = await outcome(backend, ex, seed)
+            seen = await outcome(backend, ex, seed)
         except HearthError:
             errors += 1
             continue
-        exact += hit
+        exact += seen.exact
         if ex.calls:
-            plans_exact += hit
+            plans_exact += seen.exact
+            right_tools += seen.right_tools
         else:
-            in_words += words
-            questions_exact += hit
+            in_words += seen.in_words
+            questions_exact += seen.exact
     plans = sum(bool(ex.calls) for ex in held)
     return Score(
         path.name,
@@ -115,6 +128,7 @@ async def score(path: Path, count: int, seed: int) -> Score:
         exact,
         plans,
         plans_exact,
+        right_tools,
         len(held) - plans,
         in_words,
         questions_exact,

@@ -27,3 +27,15 @@ def test_a_prompt_past_the_context_is_invalid_input_and_the_model_goes_on(
     assert "the model's context is 256" in refused.value.message
     after = runtime.generate(SessionMemory(), "<|im_start|>user\nhi", grammar=None, max_tokens=4)
     assert after.tokens >= 1 and after.finish in ("stop", "length")
+
+
+@pytest.mark.parametrize("value", [5e-324, 1e-300, 0.4, 17.0])
+def test_a_node_cannot_report_a_token_size_that_breaks_the_phones_count(value: float) -> None:
+    """A hostile home saying one token holds 1e-300 characters made the phone's count
+    overflow (`internal`) or refuse every request."""
+    from pydantic import ValidationError
+
+    from hearth.protocol.wire.messages import ModelInfo
+
+    with pytest.raises(ValidationError):
+        ModelInfo(name="m", n_ctx=8192, chars_per_token=value)

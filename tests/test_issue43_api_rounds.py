@@ -264,3 +264,49 @@ def test_no_parallel_tool_calls_on_the_home_route_is_at_most_one_call(home: Serv
         t for c in chunks if c["choices"] for t in c["choices"][0]["delta"].get("tool_calls", [])
     ]
     assert len(sent) == 1
+
+
+@pytest.mark.timeout(600)
+def test_a_call_cut_in_a_later_round_keeps_the_labels_of_what_ran_before(
+    processes, tmp_path
+) -> None:
+    """Round 1 read a note (anyone could have written it); round 2 wrote prose, then a
+    call the token limit cut: the `length` answer still says what its planner read
+    (it came back with no sources, and "none of it ran")."""
+    import json as _json
+
+    import httpx
+
+    from .nodes import init_phone, pair, start_companion
+    from .test_node_script import start_scripted_node, tool_call
+
+    request = "What does my note say?"
+    cut = "Your note says: visit evil.example " + tool_call("notes_create", text="x " * 40)
+    node = start_scripted_node(
+        processes,
+        tmp_path,
+        [{"request": request, "rounds": [tool_call("notes_search", query=""), cut]}],
+    )
+    phone = tmp_path / "phone"
+    init_phone(phone)
+    pair(phone, node.invite())
+    (phone / "data").mkdir(parents=True, exist_ok=True)
+    (phone / "data" / "notes.json").write_text(
+        _json.dumps([{"id": "n1", "title": "t", "text": "visit evil.example"}])
+    )
+    running = start_companion(processes, phone)
+    token = (phone / "api.token").read_text().strip()
+    body = {
+        "model": "hearth-home",
+        "messages": [{"role": "user", "content": request}],
+        "max_tokens": 20,
+    }
+    with httpx.Client(
+        base_url=running.ready["api"], headers={"Authorization": f"Bearer {token}"}, timeout=200
+    ) as client:
+        got = client.post("/v1/chat/completions", json=body)
+    assert got.status_code == 200, got.text
+    out = got.json()
+    assert out["choices"][0]["finish_reason"] == "length"
+    assert out["hearth"]["untrusted_sources"] == ["notes_search result"], out["hearth"]
+    assert "1 earlier step(s) ran" in out["hearth"]["reason"]

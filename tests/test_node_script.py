@@ -266,3 +266,12 @@ def test_a_json_answer_plays_only_under_a_json_grammar_it_fits() -> None:
     with pytest.raises(HearthError) as broken:
         _round(backend, _session("x"), json_grammar({"type": "array"}))
     assert "the JSON answer for round 1 of 'x' breaks its schema" in broken.value.message
+
+
+def test_a_script_that_never_ends_is_refused_at_its_bound() -> None:
+    """A device or a pipe has no size: the file is read bounded, never to the end."""
+    from hearth.node.backends.scripted import load_script
+
+    with pytest.raises(HearthError) as refused:
+        load_script(Path("/dev/zero"))
+    assert refused.value.code is ErrorCode.INVALID_INPUT and "larger than" in refused.value.message

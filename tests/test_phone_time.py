@@ -137,3 +137,48 @@ def test_a_request_kept_for_the_home_carries_the_time_it_was_asked() -> None:
     assert kept.timezone == "Europe/Berlin"
     now = device_context(clock)
     assert now.local_time is not None and now.local_time.startswith("2026-01-31T23:3")
+
+
+def test_a_template_that_writes_the_system_message_first_gets_the_time_with_the_request() -> None:
+    """Hermes-style templates (the default one, Qwen2.5's) write the system message before
+    the tools: the time then goes with the request, so the tools stay the cached start."""
+    from hearth.protocol.model.callformats import default_template
+
+    chat = ChatTemplate(default_template())
+    assert chat.time_in_user
+    text = chat.render([{"role": "user", "content": "hi"}], [TOOL], now="2026-12-07 10:53")
+    shared, rest = split_shared(text, "2026-12-07 10:53")
+    assert "notes_create" in shared and "2026-12-07" not in shared
+    assert rest.startswith("<|im_start|>user\nThe phone's local time: 2026-12-07 10:53.\n\nhi")
+
+
+@pytest.mark.parametrize(
+    ("local_time", "zone"),
+    [
+        ("8999-12-31T23:59:00+00:00", "Pacific/Kiritimati"),
+        ("1900-01-01T00:00:00+23:59", "UTC"),
+        ("2026-12-07T10:53:00+01:00", "America"),  # a folder of zones, not one
+    ],
+)
+def test_a_time_at_the_edge_of_the_calendar_is_stated_never_a_crash(
+    local_time: str, zone: str
+) -> None:
+    said = stated_time(local_time, zone)
+    assert said is not None and said.startswith(local_time[:10])
+
+
+@pytest.mark.parametrize("local_time", ["9999-12-31T23:59:00+00:00", "0001-01-01T00:00:00+23:59"])
+def test_a_time_past_what_any_zone_can_show_is_refused_on_the_wire(local_time: str) -> None:
+    with pytest.raises(ValidationError):
+        DeviceContext(local_time=local_time)
+
+
+def test_a_posix_tz_rule_is_not_taken_for_a_zone_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TZ", "CET-1CEST,M3.5.0,M10.5.0/3")
+    context = device_context(PhoneClock())
+    assert context.timezone != "CET-1CEST,M3.5.0,M10.5.0/3" and context.local_time
+
+
+def test_a_zone_folder_is_refused_when_it_is_set() -> None:
+    with pytest.raises(ValidationError):
+        PhoneSettings.model_validate({"timezone": "America"})

@@ -1,86 +1,112 @@
-"""The phone's time reaches every planner, end to end: a real `hearth-node serve` with
-the micro-planner and a real phone whose clock and zone its configuration sets. The
-micro-planner reads its dates from that line, so what it plans shows what it was told:
-across a month's end, on the night Europe/Berlin changes to summer time, and with the
-home node in another zone than the phone."""
+"""The phone's time reaches its planners, end to end: a real phone (`hearth` processes)
+whose clock and zone its configuration sets, paired with a home that records every
+frame it hears. Each plan request carries the phone's date-time with its offset and
+zone, across a month's (and a year's) end, on the night Europe/Berlin changes to summer
+time, and with the processes' own zone (`TZ`) another than the phone's. What a prompt
+makes of it is `test_phone_time.py`'s."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from hearth.protocol.model.micro.files import kept
+from hearth.protocol.model.chat import stated_time
 
-from .nodes import cli, init_phone, last_json, pair, start_node
+from .conftest import Processes
+from .hostile.harness import start_bench
+from .hostile.script import Script
+from .nodes import BIN, cli
 
 pytestmark = pytest.mark.timeout(600)
 
 
-def ask(home: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], dict]:
-    result = cli("hearth", "ask", *args, "--json", "--home", str(home), check=False, timeout=300)
-    return result, last_json(result)
-
-
-def set_clock(phone: Path, zone: str, clock: str) -> None:
-    for key, value in (("timezone", zone), ("clock", clock)):
-        assert cli("hearth", "config", "set", key, value, "--home", str(phone)).returncode == 0
+def heard(bench) -> int:  # type: ignore[no-untyped-def]
+    """How many plan requests the home heard so far."""
+    return len(bench.plan_requests()) if bench.heard.exists() else 0
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory):
-    """A home node planning with the micro-planner, its own zone far from the phone's."""
-    from .conftest import Processes
-
+def bench(tmp_path_factory: pytest.TempPathFactory):
     processes = Processes()
-    root = tmp_path_factory.mktemp("home")
-    os.environ["TZ"] = "Asia/Tokyo"  # the node's processes: another zone than the phone's
     try:
-        node = start_node(processes, root / "node", "--model", str(kept()[0]))
-        yield node
+        yield start_bench(processes, tmp_path_factory.mktemp("bench"))
     finally:
-        del os.environ["TZ"]
         processes.cleanup()
 
 
 @pytest.mark.parametrize(
-    ("clock", "zone", "request", "at"),
+    ("clock", "zone", "offset", "stated"),
     [
-        (  # a month's (and a year's) end
-            "2026-12-31T20:15:00+01:00", "Europe/Berlin",
-            "Remind me to call the dentist tomorrow at 9", "2027-01-01T09:00",
+        (  # a month's and a year's end
+            "2026-12-31T23:59:40+01:00", "Europe/Berlin", "+01:00",
+            ("2026-12-31 23:59, Thursday", "2027-01-01 00:00, Friday"),
         ),
-        (  # the night Berlin moves its clocks to summer time (01:59 +01:00, then 03:00 +02:00)
-            "2026-03-28T22:00:00+01:00", "Europe/Berlin",
-            "Remind me to call the dentist tomorrow at 8:30am", "2026-03-29T08:30",
+        (  # the minute Berlin moves its clocks to summer time: 01:59 +01:00, then 03:00 +02:00
+            "2026-03-29T01:59:40+01:00", "Europe/Berlin", None,
+            ("2026-03-29 01:59, Sunday (Europe/Berlin, UTC+01:00)",
+             "2026-03-29 03:00, Sunday (Europe/Berlin, UTC+02:00)"),
         ),
-        (  # the phone in New York, the node in Tokyo (already the next day there)
-            "2026-02-28T21:00:00-05:00", "America/New_York",
-            "Remind me to call the dentist tomorrow at 10", "2026-03-01T10:00",
+        (  # the phone in New York; its processes' TZ in Tokyo (already the next day there)
+            "2026-02-28T21:00:00-05:00", "America/New_York", "-05:00",
+            ("2026-02-28 21:00, Saturday (America/New_York, UTC-05:00)",
+             "2026-02-28 21:01, Saturday (America/New_York, UTC-05:00)"),
         ),
     ],
 )  # fmt: skip
-def test_tomorrow_is_the_day_after_the_phones_today(
-    tmp_path: Path, home, clock: str, zone: str, request: str, at: str
+def test_a_plan_request_carries_the_phones_own_time_and_zone(
+    bench, clock: str, zone: str, offset: str | None, stated: tuple[str, ...]
 ) -> None:
-    phone = tmp_path / "phone"
-    init_phone(phone, kept()[1])
-    assert pair(phone, home.invite())["roles"] == ["phone"]
-    set_clock(phone, zone, clock)
-    result, out = ask(phone, "--route", "remote", "--yes", request)
-    assert result.returncode == 0, out
-    steps = [s for p in out["plans"] for s in p["steps"]]
-    assert [(s["tool"], s["status"]) for s in steps] == [("reminder_create", "ok")], out
-    assert steps[0]["arguments"] == {"text": "call the dentist", "at": at}, steps
+    for key, value in (("timezone", zone), ("clock", clock)):
+        assert (
+            cli("hearth", "config", "set", key, value, "--home", str(bench.phone)).returncode == 0
+        )
+    bench.script.write_text(Script(rounds=[], answer="Noted.").model_dump_json())
+    before = heard(bench)
+    result = subprocess.run(
+        [str(BIN / "hearth"), "ask", "--route", "remote", "--json", "--home", str(bench.phone),
+         "remind me tomorrow at 9"],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "HEARTH_NO_MDNS": "1", "TZ": "Asia/Tokyo"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    [request] = bench.plan_requests()[before:]
+    device = request["device"]
+    assert device["timezone"] == zone, device
+    moment = dt.datetime.fromisoformat(device["local_time"])
+    start = dt.datetime.fromisoformat(clock)
+    assert dt.timedelta(0) <= moment - start < dt.timedelta(minutes=4), device  # it runs on
+    if offset is not None:
+        assert device["local_time"].endswith(offset), device
+    said = stated_time(device["local_time"], device["timezone"])
+    assert said is not None and said.startswith(stated), said
 
 
-def test_the_phones_own_model_tells_the_phones_time(tmp_path: Path) -> None:
-    phone = tmp_path / "phone"
-    init_phone(phone, kept()[1])
-    set_clock(phone, "Europe/Berlin", "2026-03-29T01:59:30+01:00")
-    result, out = ask(phone, "--route", "local", "What time is it?")
-    assert result.returncode == 0, out
-    assert out["route"] == "local" and not out["plans"], out
-    assert out["answer"] in ("It is 01:59.", "It is 03:00."), out  # it runs on, over the change
+def test_a_phone_without_a_set_clock_sends_this_hosts_time(bench) -> None:
+    for key in ("timezone", "clock"):
+        assert cli("hearth", "config", "set", key, "", "--home", str(bench.phone)).returncode == 0
+    bench.script.write_text(Script(rounds=[], answer="Noted.").model_dump_json())
+    before = heard(bench)
+    asked = dt.datetime.now(dt.UTC)
+    result = subprocess.run(
+        [str(BIN / "hearth"), "ask", "--route", "remote", "--json", "--home", str(bench.phone),
+         "what day is it"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "HEARTH_NO_MDNS": "1"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    [request] = bench.plan_requests()[before:]
+    moment = dt.datetime.fromisoformat(request["device"]["local_time"])
+    assert moment.utcoffset() is not None
+    assert abs(moment - asked) < dt.timedelta(minutes=4)
+
+
+def test_the_phones_settings_name_the_clock_it_keeps(tmp_path: Path) -> None:
+    home = tmp_path / "phone"
+    cli("hearth", "init", "--json", "--home", str(home))
+    bad = cli(
+        "hearth", "config", "set", "clock", "2026-12-31T23:00", "--home", str(home), check=False
+    )
+    assert bad.returncode == 9 and "offset" in (bad.stdout + bad.stderr)

@@ -36,7 +36,7 @@ from ..ask import ask
 from ..commands import internal_error
 from ..completion import complete, cut_by_the_limit
 from ..confirm import Scripted
-from ..events import AskRequest, Event, EventSink, RouteEvent, TokenEvent, discard
+from ..events import AskRequest, Event, EventSink, RouteEvent, StepEvent, TokenEvent, discard
 from ..results import ClientToolCall, UsageView
 from .chat_request import ChatRequest, NamedTool
 from .errors import ApiError, invalid, typed_body
@@ -468,10 +468,13 @@ class OpenAiApi:
                     source="user" if conversation_id else "api",
                 )
                 routes: list[RouteEvent] = []  # where it went, as the ask announced it
+                ran: list[str] = []  # the tools whose steps ran before a cut (their results)
 
                 async def hear(event: Event) -> None:
                     if isinstance(event, RouteEvent):
                         routes.append(event)
+                    if isinstance(event, StepEvent) and event.status != "running":
+                        ran.append(event.tool)
                     await events(event)
 
                 try:
@@ -479,7 +482,7 @@ class OpenAiApi:
                 except HearthError as exc:
                     if not cut_by_the_limit(exc):
                         raise
-                    return cut_short(routes[-1].route if routes else route)
+                    return cut_short(routes[-1].route if routes else route, ran)
                 routed = Routed(
                     route=result.route,
                     reason=result.reason,
@@ -516,11 +519,19 @@ class OpenAiApi:
         return Deferred(whole, ticket)
 
 
-def cut_short(route: Routing) -> Outcome:
-    """An ask whose plan the token limit cut inside a tool call: none of its calls ran (a
-    cut plan never runs), and the answer says `length`; its tokens are not known here."""
+def cut_short(route: Routing, ran: list[str]) -> Outcome:
+    """An ask whose last plan the token limit cut inside a tool call: none of that
+    plan's calls ran (a cut plan never runs), and the answer says `length`; its tokens
+    are not known here. The steps of earlier rounds (`ran`, their tools) did run: what
+    the planner wrote after reading their results is labelled with every one of them
+    (their own labels went with the failed ask: counted long, never dropped)."""
     where: Literal["local", "remote"] = "remote" if route == "remote" else "local"
-    routed = Routed(route=where, reason="the token limit cut a tool call: none of it ran")
+    done = f"; {len(ran)} earlier step(s) ran" if ran else ""
+    routed = Routed(
+        route=where,
+        reason=f"the token limit cut a tool call: that call did not run{done}",
+        untrusted_sources=sorted({f"{tool} result" for tool in ran}),
+    )
     return Outcome("", [], routed, UsageView(), "length")
 
 

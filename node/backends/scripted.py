@@ -314,15 +314,14 @@ class PlanScript:
 def load_script(path: Path) -> PlanScript:
     """The script file at `path`, validated; `invalid_input` naming what is wrong."""
     try:
-        if path.stat().st_size > MAX_SCRIPT_BYTES:
-            raise HearthError(
-                ErrorCode.INVALID_INPUT, f"{path}: larger than {MAX_SCRIPT_BYTES} bytes"
-            )
-        text = path.read_bytes()
+        with path.open("rb") as f:  # read bounded: a device or a pipe has no size
+            text = f.read(MAX_SCRIPT_BYTES + 1)
     except OSError as exc:
         raise HearthError(
             ErrorCode.INVALID_INPUT, f"no script file at {path}: {exc.strerror}"
         ) from exc
+    if len(text) > MAX_SCRIPT_BYTES:
+        raise HearthError(ErrorCode.INVALID_INPUT, f"{path}: larger than {MAX_SCRIPT_BYTES} bytes")
     try:
         return PlanScript(ScriptFile.model_validate_json(text))
     except ValidationError as exc:

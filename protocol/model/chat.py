@@ -26,6 +26,14 @@ from .callformats import (
 )
 
 Message = dict[str, Any]
+PROBE = {  # the one tool a template is judged with
+    "type": "function",
+    "function": {
+        "name": PROBE_TOOL,
+        "description": "probe",
+        "parameters": {"type": "object", "properties": {}},
+    },
+}
 
 
 def _raise(message: str) -> None:
@@ -54,6 +62,22 @@ class ChatTemplate:
         self.dated = "date_string" in source  # it states the time itself (Llama 3.x's do)
         self.eos_token = eos_token
         self.bos_token = bos_token
+        self.time_in_user = not self.dated and self._system_before_tools()
+
+    def _system_before_tools(self) -> bool:
+        """Whether this template writes the system message before the tools (Hermes-style
+        templates do): the time line then goes with the request, so the tools block stays
+        the prompt's shared, cached start."""
+        probe = [
+            {"role": "system", "content": "hearth-time-probe"},
+            {"role": "user", "content": "hi"},
+        ]
+        try:
+            text = self.render(probe, [PROBE])
+        except Exception:  # a template's own error: it is judged when the model loads
+            return False
+        line, tools = text.find("hearth-time-probe"), text.find(PROBE_TOOL)
+        return 0 <= line < tools
 
     @classmethod
     def for_model(cls, source: str, model: str, *, bos_token: str = "") -> ChatTemplate:
@@ -66,16 +90,8 @@ class ChatTemplate:
         except Exception as exc:  # Jinja's syntax errors, whatever their type
             raise UnsupportedModel(model, f"its chat template does not compile ({exc})") from exc
         probe = [{"role": "user", "content": "hello"}]
-        tool = {
-            "type": "function",
-            "function": {
-                "name": PROBE_TOOL,
-                "description": "probe",
-                "parameters": {"type": "object", "properties": {}},
-            },
-        }
         try:
-            rendered = template.render(probe, [tool])
+            rendered = template.render(probe, [PROBE])
         except Exception as exc:  # a template's own error, whatever its type
             raise UnsupportedModel(model, f"its chat template fails to render ({exc})") from exc
         found = format_of(rendered, text)
@@ -102,7 +118,7 @@ class ChatTemplate:
         if now and self.dated:
             dated["date_string"] = now
         elif now:
-            messages = with_time_line(messages, now)
+            messages = with_time_line(messages, now, in_request=self.time_in_user)
         return self._template.render(
             messages=messages,
             tools=tools or None,
@@ -160,15 +176,20 @@ def stated_time(local_time: str | None, zone: str) -> str | None:
     moment = dt.datetime.fromisoformat(local_time)
     try:
         named = moment.astimezone(ZoneInfo(zone))
-    except (ValueError, ZoneInfoNotFoundError):
+    except (ValueError, OverflowError, OSError, ZoneInfoNotFoundError):
         return phone_time(moment)  # a zone this host does not know: the offset says it
     return phone_time(named if named.utcoffset() == moment.utcoffset() else moment)
 
 
-def with_time_line(messages: list[Message], now: str) -> list[Message]:
+def with_time_line(messages: list[Message], now: str, *, in_request: bool = False) -> list[Message]:
     """`messages` with the phone's time in their system message (one is added first
-    when there is none)."""
+    when there is none), or (`in_request`) as the first line of the last user message."""
     line = TIME_LINE.format(now=now)
+    if in_request:
+        last = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=None)
+        if last is not None:
+            told = {**messages[last], "content": f"{line}\n\n{messages[last].get('content') or ''}"}
+            return [*messages[:last], told, *messages[last + 1 :]]
     if messages and messages[0].get("role") == "system":
         first = messages[0]
         content = first.get("content") or ""

@@ -119,9 +119,14 @@ def chat_template() -> str:
 
 
 def _vocab(spec: TinySpec) -> tuple[list[str], list[int], list[str]]:
+    return vocabulary_of(learn_merges(_CORPUS.replace("\n", " \n ").split(" "), spec.n_merges))
+
+
+def vocabulary_of(merges: list[tuple[str, str]]) -> tuple[list[str], list[int], list[str]]:
+    """(tokens, their types, merges as GGUF keeps them): the 256 bytes, what `merges`
+    make, the special tokens, padding."""
     table = bytes_to_unicode()
     tokens = [table[b] for b in range(256)]
-    merges = learn_merges(_CORPUS.replace("\n", " \n ").split(" "), spec.n_merges)
     seen = set(tokens) | {text for text, _ in SPECIAL_TOKENS}
     for a, b in merges:
         if a + b not in seen:

@@ -63,6 +63,8 @@ def _aware_date_time(value: str | None) -> str | None:
         raise ValueError("local_time: not an ISO 8601 date-time") from exc
     if moment.utcoffset() is None:
         raise ValueError("local_time: a date-time with its UTC offset")
+    if not 1900 <= moment.year <= 9000:  # in UTC and in any zone, a real date
+        raise ValueError("local_time: a date-time between the years 1900 and 9000")
     return value
 
 
@@ -170,7 +172,7 @@ class ModelInfo(Model):
     quant: str = ""
     n_ctx: int = 0
     backend: str = ""
-    chars_per_token: Annotated[float, Field(gt=0, le=16)] | None = None
+    chars_per_token: Annotated[float, Field(ge=0.5, le=16)] | None = None
     """How many characters of tool schemas one of its tokens holds, as its tokenizer
     counts them (None: not known), so a phone cuts the tools it offers to fit."""
 

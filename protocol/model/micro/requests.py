@@ -116,6 +116,44 @@ SUFFIXES = ("", " please", ", thanks", ".", "!")
 QUESTION_PREFIXES = ("", "hey, ", "ok, ")
 
 
+NOVEL = 0.6  # of slot values made up for the example: the model must copy, not recall
+_ONSETS = ("b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "st", "ch")
+_VOWELS = ("a", "e", "i", "o", "u", "ai", "ou")
+VERBS = ("call", "fix", "buy", "clean", "check", "move", "pay", "email", "find", "book", "bring")
+
+
+def word(rng: random.Random) -> str:
+    """A made-up word of one to three syllables."""
+    return "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) for _ in range(rng.randint(1, 3)))
+
+
+def words_(rng: random.Random, low: int, high: int) -> str:
+    return " ".join(word(rng) for _ in range(rng.randint(low, high)))
+
+
+MAKERS: dict[str, Callable[[random.Random], str]] = {
+    "item": lambda rng: words_(rng, 1, 2),
+    "task": lambda rng: f"{rng.choice(VERBS)} the {words_(rng, 1, 2)}",
+    "fact": lambda rng: f"the {word(rng)} is {rng.choice(['in', 'on', 'under'])} the {word(rng)}",
+    "name": lambda rng: word(rng).capitalize(),
+    "body": lambda rng: words_(rng, 2, 5),
+    "topic": lambda rng: word(rng),
+    "title": lambda rng: words_(rng, 1, 3).capitalize(),
+    "file": lambda rng: f"{word(rng)}.{rng.choice(['txt', 'md', 'csv'])}",
+    "query": lambda rng: words_(rng, 2, 4),
+}
+
+
+def pick(rng: random.Random, values: Sequence[str], split: Split, kind: str) -> str:
+    """A slot value of `split`: often one made up (of `kind`), else one of `values`."""
+    if rng.random() < NOVEL:
+        for _ in range(100):
+            made = MAKERS[kind](rng)
+            if held_out(made) == (split == "held-out"):
+                return made
+    return rng.choice(part(values, split))
+
+
 def held_out(value: str) -> bool:
     """Whether `value` (a phrasing or a slot value) belongs to the held-out part."""
     if value in RESERVED:
@@ -226,22 +264,22 @@ def _note(rng: random.Random, now: dt.datetime, split: Split) -> Filled:
 def _note_text(rng: random.Random, split: Split) -> str:
     kind = rng.random()
     if kind < 0.35:
-        return f"we need {rng.choice(part(ITEMS, split))}"
+        return f"we need {pick(rng, ITEMS, split, 'item')}"
     if kind < 0.6:
-        return rng.choice(part(TASKS, split))
+        return pick(rng, TASKS, split, "task")
     if kind < 0.85:
-        return rng.choice(part(FACTS, split))
-    items = rng.sample(part(ITEMS, split), 3)
+        return pick(rng, FACTS, split, "fact")
+    items = [pick(rng, ITEMS, split, "item") for _ in range(3)]
     return f"buy {items[0]}, {items[1]} and {items[2]}"
 
 
 def _titled_note(rng: random.Random, now: dt.datetime, split: Split) -> Filled:
-    x, t = _note_text(rng, split), rng.choice(part(TOPICS, split)).capitalize()
+    x, t = _note_text(rng, split), pick(rng, TOPICS, split, "topic").capitalize()
     return {"x": x, "t": t}, (Call("notes_create", {"text": x, "title": t}),)
 
 
 def _remind(rng: random.Random, now: dt.datetime, split: Split) -> Filled:
-    task, when = rng.choice(part(TASKS, split)), spoken_when(rng, now)
+    task, when = pick(rng, TASKS, split, "task"), spoken_when(rng, now)
     return {"task": task, "when": when.spoken}, (
         Call("reminder_create", {"text": task, "at": iso(when.at)}),
     )
@@ -256,22 +294,22 @@ def _note_and_remind(rng: random.Random, now: dt.datetime, split: Split) -> Fill
 
 
 def _message(rng: random.Random, now: dt.datetime, split: Split) -> Filled:
-    name, body = rng.choice(part(NAMES, split)), rng.choice(part(BODIES, split))
+    name, body = pick(rng, NAMES, split, "name"), pick(rng, BODIES, split, "body")
     return {"name": name, "body": body}, (Call("message_send", {"to": name, "body": body}),)
 
 
 def _contact(rng: random.Random, now: dt.datetime, split: Split) -> Filled:
-    name = rng.choice(part(NAMES, split))
+    name = pick(rng, NAMES, split, "name")
     return {"name": name}, (Call("contacts_search", {"query": name}),)
 
 
 def _find_notes(rng: random.Random, now: dt.datetime, split: Split) -> Filled:
-    topic = rng.choice(part(TOPICS, split))
+    topic = pick(rng, TOPICS, split, "topic")
     return {"topic": topic}, (Call("notes_search", {"query": topic}),)
 
 
 def _event(rng: random.Random, now: dt.datetime, split: Split) -> Filled:
-    title, when = rng.choice(part(TITLES, split)), spoken_when(rng, now)
+    title, when = pick(rng, TITLES, split, "title"), spoken_when(rng, now)
     end = when.at + dt.timedelta(hours=1)  # starts by 22:59: ends the same day
     return {"title": title, "when": when.spoken}, (
         Call("calendar_create", {"title": title, "start": iso(when.at), "end": iso(end)}),
@@ -287,22 +325,22 @@ def _agenda(rng: random.Random, now: dt.datetime, split: Split) -> Filled:
 
 
 def _copy(rng: random.Random, now: dt.datetime, split: Split) -> Filled:
-    x = rng.choice(part(BODIES + FACTS, split))
+    x = pick(rng, BODIES + FACTS, split, "body")
     return {"x": x}, (Call("clipboard_set", {"text": x}),)
 
 
 def _read_file(rng: random.Random, now: dt.datetime, split: Split) -> Filled:
-    f = rng.choice(part(FILES, split))
+    f = pick(rng, FILES, split, "file")
     return {"file": f}, (Call("files_read", {"path": f}),)
 
 
 def _write_file(rng: random.Random, now: dt.datetime, split: Split) -> Filled:
-    f, x = rng.choice(part(FILES, split)), _note_text(rng, split)
+    f, x = pick(rng, FILES, split, "file"), _note_text(rng, split)
     return {"file": f, "x": x}, (Call("files_write", {"path": f, "text": x}),)
 
 
 def _search(rng: random.Random, now: dt.datetime, split: Split) -> Filled:
-    q = rng.choice(part(QUERIES, split))
+    q = pick(rng, QUERIES, split, "query")
     return {"q": q}, (Call("web_search", {"query": q}),)
 
 
@@ -529,7 +567,7 @@ def result_of(rng: random.Random, call: Call, split: Split) -> Any:
         return {"battery": rng.randrange(5, 100), "charging": rng.random() < 0.5,
                 "network": rng.choice(["wifi", "cellular"])}  # fmt: skip
     if call.name == "clipboard_get":
-        return rng.choice(part(BODIES, split))
+        return pick(rng, BODIES, split, "body")
     if call.name == "calendar_create":
         return {"event_id": key, "title": a["title"], "start": a["start"], "end": a["end"]}
     if call.name in ("clipboard_set", "files_write"):

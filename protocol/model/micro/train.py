@@ -10,7 +10,10 @@ the model learns exactly the token sequences it will read and write: the first r
 tool results as the node renders them, then the answer in words). Only what the model
 writes is scored. The forward pass is llama.cpp's `llama` graph: RMSNorm, rotary
 positions on adjacent pairs (`LLAMA_ROPE_TYPE_NORM`), causal softmax attention,
-SwiGLU, tied output embedding. Deterministic per seed; ~25 minutes on 2 cores.
+SwiGLU, tied output embedding. Deterministic per seed: 1.3 s a step of 16 examples on
+2 quiet cores. The kept files: 2,400 steps with the generator of commit cc57585 (its
+values from closed lists), then `--more` that file `--steps 1500 --examples 30000
+--seed 1 --peak 2e-3` with this one (65 + 30 minutes on 2 busy cores).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..tiny import SPECIAL_TOKENS, bytes_to_unicode, learn_merges
+from ..tiny import SPECIAL_TOKENS, learn_merges, vocabulary_of
 
 ARCH = "llama"
 NAME = "hearth-micro-planner"
@@ -67,22 +67,7 @@ def words(corpus: Iterable[str]) -> Iterator[str]:
 
 def vocabulary(corpus: Iterable[str], shape: Shape) -> Vocabulary:
     """Bytes, the merges most useful for `corpus`, the special tokens, padding."""
-    table = bytes_to_unicode()
-    tokens = [table[b] for b in range(256)]
-    merges = learn_merges(list(words(corpus)), shape.n_merges)
-    seen = set(tokens)
-    for a, b in merges:
-        if a + b not in seen:
-            tokens.append(a + b)
-            seen.add(a + b)
-    types = [1] * len(tokens)
-    for text, kind in SPECIAL_TOKENS:
-        tokens.append(text)
-        types.append(kind)
-    while len(tokens) % 64:
-        tokens.append(f"<|reserved_{len(tokens)}|>")
-        types.append(3)
-    return Vocabulary(tokens, types, [f"{a} {b}" for a, b in merges])
+    return Vocabulary(*vocabulary_of(learn_merges(list(words(corpus)), shape.n_merges)))
 
 
 Weights = dict[str, np.ndarray]
